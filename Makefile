@@ -1,0 +1,30 @@
+# The two commands of the README: `make demo` runs the platform, `make test` runs the tests.
+# Both set up what is missing first: Java 17 (apt), the venv at .venv, pinned packages.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: setup demo test lint bench clean
+
+setup: $(STAMP)
+
+$(STAMP): requirements.lock pyproject.toml
+	@bash infra/setup.sh
+	@touch $(STAMP)
+
+demo: setup
+	$(VENV)/bin/tideline demo
+
+test: setup
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest -q
+
+lint: setup
+	$(VENV)/bin/ruff check .
+
+bench: setup
+	$(PY) -m bench.pipeline_throughput
+
+clean:
+	rm -rf lake .pytest_cache

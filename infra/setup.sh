@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs what a fresh machine lacks: Java 17 (apt), Python venv at .venv, pinned packages.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v java >/dev/null 2>&1; then
+  echo "setup: installing Java 17 (openjdk-17-jre-headless) with apt"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq openjdk-17-jre-headless >/dev/null
+fi
+
+PYTHON=${PYTHON:-python3.11}
+command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv with $PYTHON"
+  "$PYTHON" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip
+echo "setup: installing pinned packages from requirements.lock"
+.venv/bin/python -m pip install -q -r requirements.lock
+.venv/bin/python -m pip install -q --no-deps -e .
+echo "setup: done"

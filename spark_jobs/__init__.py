@@ -1,0 +1,1 @@
+"""Tideline: real-time experiment analytics and event-driven stream processing on Spark."""

@@ -1,0 +1,259 @@
+"""One settings object: built-in defaults < YAML file ($TIDELINE_CONFIG) < TIDELINE_<SECTION>__<KEY>.
+
+Every duration is configurable so tests and the demo can run days of semantics in minutes.
+A wrong value fails at start with a message naming the key and what to write instead.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from spark_jobs.durations import DurationError, parse_duration_ms
+
+ENV_PREFIX = "TIDELINE_"
+EMBEDDED_BROKER_PORT = 19092
+
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "kafka": {
+        "bootstrap": f"127.0.0.1:{EMBEDDED_BROKER_PORT}",
+        "client": {},
+        "partitions": 2,
+    },
+    "spark": {"master": "local[*]", "conf": {}},
+    "lake": {"root": "./lake", "checkpoints": None, "snapshots": None},
+    "metadata": {"url": None},
+    "experiments": {
+        "period": "3d",
+        "window": "15m",
+        "lateness": "10m",
+        "dedup_ttl": "5m",
+        "cap_per_user_hour": 1000,
+        "critical_event_types": ["impression", "click", "save", "search"],
+    },
+    "jobs": {
+        "trigger": "1s",
+        "max_records_per_trigger": 200_000,
+        "snapshot_refresh": "10s",
+        "compact_every_batches": 50,
+    },
+}
+
+
+class ConfigError(ValueError):
+    """A configuration value that cannot be used; the message says what to fix."""
+
+
+@dataclass(frozen=True)
+class KafkaSettings:
+    bootstrap: str
+    client: dict[str, Any]
+    partitions: int
+
+
+@dataclass(frozen=True)
+class SparkSettings:
+    master: str
+    conf: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class LakeSettings:
+    root: str
+    checkpoints: str
+    snapshots: str
+
+    def table(self, name: str) -> str:
+        """URI of the Delta table `name` under the lake root."""
+        return f"{self.root.rstrip('/')}/{name}"
+
+    def checkpoint(self, job: str) -> str:
+        """Spark checkpoint folder of one job."""
+        return f"{self.checkpoints.rstrip('/')}/{job}"
+
+
+@dataclass(frozen=True)
+class MetadataSettings:
+    url: str
+
+
+@dataclass(frozen=True)
+class ExperimentSettings:
+    period_ms: int
+    window_ms: int
+    lateness_ms: int
+    dedup_ttl_ms: int
+    cap_per_user_hour: int
+    critical_event_types: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class JobSettings:
+    trigger_ms: int
+    max_records_per_trigger: int
+    snapshot_refresh_ms: int
+    compact_every_batches: int
+
+
+@dataclass(frozen=True)
+class Settings:
+    kafka: KafkaSettings
+    spark: SparkSettings
+    lake: LakeSettings
+    metadata: MetadataSettings
+    experiments: ExperimentSettings
+    jobs: JobSettings
+    raw: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
+
+
+def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """Maps merge key by key; any other value in `override` replaces the base value."""
+    merged = copy.deepcopy(dict(base))
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def _env_layer(environ: Mapping[str, str]) -> dict[str, Any]:
+    layer: dict[str, Any] = {}
+    for name, text in environ.items():
+        if not name.startswith(ENV_PREFIX) or "__" not in name:
+            continue
+        path = [part.lower() for part in name[len(ENV_PREFIX) :].split("__")]
+        try:
+            value = yaml.safe_load(text) if text != "" else ""
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{name}: not valid YAML ({exc.__class__.__name__})") from exc
+        node = layer
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+        node[path[-1]] = value
+    return layer
+
+
+def _file_layer(path: str | None) -> dict[str, Any]:
+    if not path:
+        return {}
+    file = Path(path)
+    if not file.is_file():
+        raise ConfigError(f"TIDELINE_CONFIG names {path!r}, which is not a file")
+    try:
+        loaded = yaml.safe_load(file.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    if not isinstance(loaded, Mapping):
+        raise ConfigError(f"{path}: the top level must be a map of sections")
+    return dict(loaded)
+
+
+def _check_known(tree: Mapping[str, Any]) -> None:
+    for section, values in tree.items():
+        if section not in DEFAULTS:
+            raise ConfigError(
+                f"unknown config section {section!r} (known: {', '.join(sorted(DEFAULTS))})"
+            )
+        if not isinstance(values, Mapping):
+            raise ConfigError(f"config section {section!r} must be a map")
+        for key in values:
+            if key not in DEFAULTS[section]:
+                known = ", ".join(sorted(DEFAULTS[section]))
+                raise ConfigError(f"unknown setting {section}.{key} (known: {known})")
+
+
+def _duration(tree: Mapping[str, Any], section: str, key: str, minimum: int = 0) -> int:
+    try:
+        value = parse_duration_ms(tree[section][key])
+    except DurationError as exc:
+        raise ConfigError(f"{section}.{key}: {exc}") from exc
+    if value < minimum:
+        raise ConfigError(f"{section}.{key} must be at least {minimum} ms, got {value} ms")
+    return value
+
+
+def _positive_int(tree: Mapping[str, Any], section: str, key: str) -> int:
+    value = tree[section][key]
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConfigError(f"{section}.{key} must be a positive integer, got {value!r}")
+    return value
+
+
+def _string_list(tree: Mapping[str, Any], section: str, key: str) -> tuple[str, ...]:
+    value = tree[section][key]
+    if isinstance(value, str):
+        value = [part.strip() for part in value.split(",") if part.strip()]
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{section}.{key} must be a non-empty list of names, got {value!r}")
+    return tuple(value)
+
+
+def _map(tree: Mapping[str, Any], section: str, key: str) -> dict[str, Any]:
+    value = tree[section][key]
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{section}.{key} must be a map, got {value!r}")
+    return dict(value)
+
+
+def build_settings(tree: Mapping[str, Any]) -> Settings:
+    """Validate a merged config tree into typed settings."""
+    _check_known(tree)
+    root = str(tree["lake"]["root"])
+    experiments = ExperimentSettings(
+        period_ms=_duration(tree, "experiments", "period", 1),
+        window_ms=_duration(tree, "experiments", "window", 1),
+        lateness_ms=_duration(tree, "experiments", "lateness"),
+        dedup_ttl_ms=_duration(tree, "experiments", "dedup_ttl"),
+        cap_per_user_hour=_positive_int(tree, "experiments", "cap_per_user_hour"),
+        critical_event_types=_string_list(tree, "experiments", "critical_event_types"),
+    )
+    if experiments.window_ms > experiments.period_ms:
+        raise ConfigError("experiments.window must not be longer than experiments.period")
+    bootstrap = tree["kafka"]["bootstrap"]
+    if not isinstance(bootstrap, str) or not bootstrap.strip():
+        raise ConfigError("kafka.bootstrap must be host:port[,host:port...]")
+    return Settings(
+        kafka=KafkaSettings(
+            bootstrap=bootstrap.strip(),
+            client=_map(tree, "kafka", "client"),
+            partitions=_positive_int(tree, "kafka", "partitions"),
+        ),
+        spark=SparkSettings(master=str(tree["spark"]["master"]), conf=_map(tree, "spark", "conf")),
+        lake=LakeSettings(
+            root=root,
+            checkpoints=str(tree["lake"]["checkpoints"] or f"{root.rstrip('/')}/_checkpoints"),
+            snapshots=str(tree["lake"]["snapshots"] or f"{root.rstrip('/')}/ramp_snapshots"),
+        ),
+        metadata=MetadataSettings(
+            url=str(tree["metadata"]["url"] or f"sqlite:///{root.rstrip('/')}/metadata.db")
+        ),
+        experiments=experiments,
+        jobs=JobSettings(
+            trigger_ms=_duration(tree, "jobs", "trigger"),
+            max_records_per_trigger=_positive_int(tree, "jobs", "max_records_per_trigger"),
+            snapshot_refresh_ms=_duration(tree, "jobs", "snapshot_refresh", 1),
+            compact_every_batches=_positive_int(tree, "jobs", "compact_every_batches"),
+        ),
+        raw=dict(tree),
+    )
+
+
+def load_settings(
+    environ: Mapping[str, str] | None = None, overrides: Mapping[str, Any] | None = None
+) -> Settings:
+    """Defaults, then the YAML file named by TIDELINE_CONFIG, then environment, then overrides."""
+    env = os.environ if environ is None else environ
+    tree = deep_merge(DEFAULTS, _file_layer(env.get("TIDELINE_CONFIG")))
+    tree = deep_merge(tree, _env_layer(env))
+    if overrides:
+        tree = deep_merge(tree, overrides)
+    return build_settings(tree)

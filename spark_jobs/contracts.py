@@ -1,0 +1,31 @@
+"""Names fixed by CONTRACTS.md: topics and Delta tables that users, tests and DAGs rely on."""
+
+from __future__ import annotations
+
+TOPIC_EVENTS = "events"
+TOPIC_ACTIVATIONS = "experiment_activations"
+TOPIC_FILTERED_EVENTS = "filtered_events"
+TOPIC_FILTERED_ACTIVATIONS = "filtered_experiment_activations"
+
+TABLE_EXPERIMENT_METRICS = "experiment_metrics"
+TABLE_DEAD_LETTERS = "dead_letters"
+TABLE_RAW_EVENTS = "raw_events"
+TABLE_RAW_ACTIVATIONS = "raw_activations"
+TABLE_ALERTS = "alerts"
+TABLE_VALIDATION_RESULTS = "validation_results"
+
+EXPERIMENT_TOPICS = (
+    TOPIC_EVENTS,
+    TOPIC_ACTIVATIONS,
+    TOPIC_FILTERED_EVENTS,
+    TOPIC_FILTERED_ACTIVATIONS,
+)
+
+SNAPSHOT_HEADER = (
+    "experiment_hash",
+    "experiment_group",
+    "group_ramp_time",
+    "allocation_pct",
+    "is_control",
+)
+RAMPS_HEADER = ("experiment_hash", "experiment_group", "ramp_ts", "allocation_pct", "is_control")

@@ -1,0 +1,116 @@
+"""Record schemas of the topics and their strict JSON decoding (no Spark here).
+
+A message is either decoded into a tuple in field order or rejected with a one-line reason
+that names what is wrong; rejected messages go to `dead_letters`, they never stop a job.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+LONG = "long"
+STRING = "string"
+BOOL = "bool"
+
+
+class RecordError(ValueError):
+    """A message that cannot be decoded; str(error) is the dead-letter reason."""
+
+
+@dataclass(frozen=True)
+class RecordSpec:
+    """The fields a topic's JSON objects must have, in output order; extra fields are ignored."""
+
+    name: str
+    fields: tuple[tuple[str, str], ...]
+
+    @property
+    def field_names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.fields)
+
+    def decode(self, value: bytes | str | None) -> tuple[Any, ...]:
+        """Return the fields in order, or raise RecordError with the reason."""
+        return self.pick(decode_object(value))
+
+    def pick(self, obj: dict[str, Any]) -> tuple[Any, ...]:
+        """Check and take the spec's fields from an already decoded JSON object."""
+        out = []
+        for name, kind in self.fields:
+            if name not in obj or obj[name] is None:
+                raise RecordError(f"missing field {name!r}")
+            out.append(_check_type(name, kind, obj[name]))
+        return tuple(out)
+
+
+def decode_object(value: bytes | str | None) -> dict[str, Any]:
+    """Decode one message value into a JSON object, or raise RecordError."""
+    if value is None:
+        raise RecordError("empty message (null value)")
+    try:
+        obj = orjson.loads(value)
+    except orjson.JSONDecodeError as exc:
+        raise RecordError(f"not valid JSON: {exc}") from None
+    if not isinstance(obj, dict):
+        raise RecordError(f"not a JSON object: got {type(obj).__name__}")
+    return obj
+
+
+def _check_type(name: str, kind: str, value: Any) -> Any:
+    if kind == LONG:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise RecordError(f"field {name!r} must be an integer, got {_json_type(value)}")
+        if not -(2**63) <= value < 2**63:
+            raise RecordError(f"field {name!r} is out of the 64-bit range")
+        return value
+    if kind == STRING:
+        if not isinstance(value, str):
+            raise RecordError(f"field {name!r} must be a string, got {_json_type(value)}")
+        if not value:
+            raise RecordError(f"field {name!r} must not be empty")
+        return value
+    if kind == BOOL:
+        if not isinstance(value, bool):
+            raise RecordError(f"field {name!r} must be a boolean, got {_json_type(value)}")
+        return value
+    raise AssertionError(f"unknown field kind {kind}")
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+EVENT = RecordSpec("events", (("user_id", LONG), ("event_type", STRING), ("ts", LONG)))
+ACTIVATION = RecordSpec(
+    "experiment_activations",
+    (("user_id", LONG), ("experiment_hash", STRING), ("experiment_group", STRING), ("ts", LONG)),
+)
+FILTERED_EVENT = RecordSpec("filtered_events", EVENT.fields)
+FILTERED_ACTIVATION = RecordSpec(
+    "filtered_experiment_activations",
+    (*ACTIVATION.fields, ("group_ramp_time", LONG), ("is_control", BOOL)),
+)
+
+SPECS: dict[str, RecordSpec] = {
+    spec.name: spec for spec in (EVENT, ACTIVATION, FILTERED_EVENT, FILTERED_ACTIVATION)
+}
+
+
+def spec_for(name: str) -> RecordSpec:
+    """The record spec of a topic, with a clear error for an unknown name."""
+    try:
+        return SPECS[name]
+    except KeyError:
+        raise ValueError(f"no record spec {name!r} (known: {', '.join(sorted(SPECS))})") from None
