@@ -1,4 +1,4 @@
-"""One settings object: built-in defaults < YAML file ($TIDELINE_CONFIG) < TIDELINE_<SECTION>__<KEY>.
+"""One settings object: defaults < YAML file ($TIDELINE_CONFIG) < TIDELINE_<SECTION>__<KEY>.
 
 Every duration is configurable so tests and the demo can run days of semantics in minutes.
 A wrong value fails at start with a message naming the key and what to write instead.
@@ -125,7 +125,8 @@ def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str
 
 def _env_layer(environ: Mapping[str, str]) -> dict[str, Any]:
     layer: dict[str, Any] = {}
-    for name, text in environ.items():
+    # Shallow names first, so TIDELINE_A__B__C refines TIDELINE_A__B whatever the env order.
+    for name, text in sorted(environ.items(), key=lambda item: item[0].count("__")):
         if not name.startswith(ENV_PREFIX) or "__" not in name:
             continue
         path = [part.lower() for part in name[len(ENV_PREFIX) :].split("__")]
@@ -134,8 +135,11 @@ def _env_layer(environ: Mapping[str, str]) -> dict[str, Any]:
         except yaml.YAMLError as exc:
             raise ConfigError(f"{name}: not valid YAML ({exc.__class__.__name__})") from exc
         node = layer
-        for part in path[:-1]:
+        for depth, part in enumerate(path[:-1], start=1):
             node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                parent = ENV_PREFIX + "__".join(path[:depth]).upper()
+                raise ConfigError(f"{name}: {parent} is set to a value that is not a map")
         node[path[-1]] = value
     return layer
 

@@ -35,7 +35,7 @@ def parse_duration_ms(text: str | int) -> int:
         hours = int(iso.group("h") or 0)
         minutes = int(iso.group("m") or 0)
         seconds = float(iso.group("s") or 0)
-        return int(round(((days * 24 + hours) * 60 + minutes) * 60_000 + seconds * 1000))
+        return round(((days * 24 + hours) * 60 + minutes) * 60_000 + seconds * 1000)
     raise DurationError(
         f"not a duration: {text!r} (write <int><unit> with unit ms, s, m, h or d, "
         "e.g. 90s or 15m; ISO 8601 like PT15M; or 0)"

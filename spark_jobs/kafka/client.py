@@ -1,4 +1,4 @@
-"""confluent-kafka client settings: bootstrap plus the user's extra settings (security, sasl, ssl)."""
+"""confluent-kafka client settings: bootstrap plus the user's extras (security, sasl, ssl)."""
 
 from __future__ import annotations
 

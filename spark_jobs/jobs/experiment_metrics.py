@@ -1,0 +1,174 @@
+"""experiment_metrics: filtered events + filtered activations -> cumulative metrics per window.
+
+The seed's aggregation job, top to bottom:
+1. read both filtered topics; each input gets its own watermark (the query's is the min);
+2. one transformWithState keyed by user_id does what the seed spread over four keyed
+   functions: de-duplicate events, find first trigger times, join activations with events
+   (events wait until their window closes, so an activation arriving after its events
+   still counts), first-time-seen flags; it emits per-window deltas once windows close;
+3. the driver folds the deltas into cumulative, contiguous window rows (numerator and
+   denominator computers) and upserts them into `experiment_metrics` exactly once.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from spark_jobs.config import Settings
+from spark_jobs.contracts import (
+    TABLE_DEAD_LETTERS,
+    TABLE_EXPERIMENT_METRICS,
+    TOPIC_FILTERED_ACTIVATIONS,
+    TOPIC_FILTERED_EVENTS,
+)
+from spark_jobs.domain.group_windows import GroupWindows, MetricRow
+from spark_jobs.domain.user_metrics import Delta, MetricParams
+from spark_jobs.jobs.event_time import batch_watermark_ms, with_event_time
+from spark_jobs.jobs.outputs import BatchOutputs, rows_of_kind
+from spark_jobs.kafka.source import read_topic
+from spark_jobs.lake.delta import merge_once, read_arrow, table_exists
+from spark_jobs.operators.user_metrics import (
+    METRIC_DELTA_SCHEMA,
+    SOURCE_ACTIVATION,
+    SOURCE_EVENT,
+    UserMetricsProcessor,
+)
+
+NAME = "experiment_metrics"
+PRIMARY_KEY = ("experiment_hash", "experiment_group", "period_start", "event_type", "window_end")
+METRICS_SCHEMA = pa.schema(
+    [
+        pa.field("experiment_hash", pa.string(), nullable=False),
+        pa.field("experiment_group", pa.string(), nullable=False),
+        pa.field("period_start", pa.int64(), nullable=False),
+        pa.field("event_type", pa.string(), nullable=False),
+        pa.field("window_end", pa.int64(), nullable=False),
+        pa.field("is_control", pa.bool_()),
+        pa.field("triggered_users", pa.int64()),
+        pa.field("volume", pa.int64()),
+        pa.field("propensity", pa.int64()),
+        pa.field("volume_sum_squares", pa.int64()),
+        pa.field("updated_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
+_INPUT_COLUMNS = (
+    "user_id", "source", "event_type", "experiment_hash", "experiment_group",
+    "group_ramp_time", "is_control", "ts", "kafka_topic", "kafka_partition", "kafka_offset",
+    "kafka_timestamp", "kafka_key", "error", "raw_value",
+)
+
+
+def _as_input(df: DataFrame, source: str) -> DataFrame:
+    """Both inputs in one row shape: the fields the other side lacks are null."""
+    columns = []
+    for name in _INPUT_COLUMNS:
+        if name == "source":
+            columns.append(F.lit(source).alias("source"))
+        elif name in df.columns:
+            columns.append(F.col(name))
+        else:
+            kind = "boolean" if name == "is_control" else (
+                "bigint" if name == "group_ramp_time" else "string"
+            )
+            columns.append(F.lit(None).cast(kind).alias(name))
+    return df.select(*columns)
+
+
+def metric_params(settings: Settings) -> MetricParams:
+    experiments = settings.experiments
+    return MetricParams(experiments.period_ms, experiments.window_ms, experiments.dedup_ttl_ms)
+
+
+def build(spark: SparkSession, settings: Settings) -> DataFrame:
+    """The streaming plan: two sources, per-input watermarks, one stateful step per user."""
+    lateness = settings.experiments.lateness_ms
+    limit = settings.jobs.max_records_per_trigger
+    events = read_topic(
+        spark, settings.kafka, TOPIC_FILTERED_EVENTS, record="filtered_events",
+        max_records_per_trigger=limit,
+    )
+    activations = read_topic(
+        spark, settings.kafka, TOPIC_FILTERED_ACTIVATIONS,
+        record="filtered_experiment_activations", max_records_per_trigger=limit,
+    )
+    both = _as_input(with_event_time(events, "ts", lateness), SOURCE_EVENT).unionByName(
+        _as_input(with_event_time(activations, "ts", lateness), SOURCE_ACTIVATION)
+    )
+    return both.groupBy("user_id").transformWithState(
+        UserMetricsProcessor(metric_params(settings)),
+        METRIC_DELTA_SCHEMA,
+        "append",
+        "EventTime",
+    )
+
+
+def deltas_of(table: pa.Table) -> list[Delta]:
+    """Sum the per-user deltas of a batch by (group period, event type, window)."""
+    deltas = rows_of_kind(table, "delta")
+    if deltas.num_rows == 0:
+        return []
+    keys = ["experiment_hash", "experiment_group", "period_start", "is_control",
+            "event_type", "window_end"]
+    summed = deltas.group_by(keys, use_threads=False).aggregate(
+        [("triggered", "sum"), ("volume", "sum"), ("propensity", "sum"), ("sum_squares", "sum")]
+    )
+    return [
+        Delta(
+            r["experiment_hash"], r["experiment_group"], r["period_start"], r["is_control"],
+            r["event_type"], r["window_end"], r["triggered_sum"], r["volume_sum"],
+            r["propensity_sum"], r["sum_squares_sum"],
+        )
+        for r in summed.to_pylist()
+    ]
+
+
+def metrics_table(rows: list[MetricRow], updated_at: datetime) -> pa.Table:
+    columns = {name: [getattr(r, name) for r in rows] for name in METRICS_SCHEMA.names[:-1]}
+    columns["updated_at"] = [updated_at] * len(rows)
+    return pa.Table.from_pydict(columns, schema=METRICS_SCHEMA)
+
+
+def read_metric_rows(table_uri: str) -> list[MetricRow]:
+    """The rows already written, to resume the running totals after a restart."""
+    if not table_exists(table_uri):
+        return []
+    table = read_arrow(table_uri, columns=list(METRICS_SCHEMA.names[:-1]))
+    return [MetricRow(**row) for row in table.to_pylist()]
+
+
+class MetricsSink:
+    """foreachBatch: dead letters, then cumulative window rows upserted once per batch."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.outputs = BatchOutputs(settings, NAME)
+        self.table_uri = settings.lake.table(TABLE_EXPERIMENT_METRICS)
+        self.checkpoint = settings.lake.checkpoint(NAME)
+        experiments = settings.experiments
+        self.windows = GroupWindows.resume(
+            experiments.period_ms, experiments.window_ms, experiments.critical_event_types,
+            read_metric_rows(self.table_uri),
+        )
+        self.last_watermark_ms = 0
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        if self.outputs.committed(TABLE_EXPERIMENT_METRICS, batch_id):
+            return
+        watermark = batch_watermark_ms(self.checkpoint, batch_id)
+        table = batch.toArrow()
+        self.outputs.dead_letters(table, batch_id)
+        rows = self.windows.apply(deltas_of(table), watermark)
+        self.last_watermark_ms = watermark
+        if rows:
+            merge_once(
+                self.table_uri, metrics_table(rows, datetime.now(UTC)), PRIMARY_KEY, NAME,
+                batch_id,
+            )
+        self.outputs.maybe_compact(batch_id, (TABLE_EXPERIMENT_METRICS, TABLE_DEAD_LETTERS))
+
+    def close(self) -> None:
+        self.outputs.close()

@@ -1,0 +1,68 @@
+"""Progress of a running job where Airflow and a person can read it: one JSON file per job.
+
+`<lake.root>/_progress/<job>.json` holds the latest StreamingQueryProgress (rows/s, batch
+duration, watermark, state size) plus the time it was written; `<job>.jsonl` keeps history.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql.streaming import StreamingQueryListener
+
+from spark_jobs.config import Settings
+
+
+def progress_dir(settings: Settings) -> Path:
+    return Path(settings.lake.root) / "_progress"
+
+
+def read_progress(settings: Settings, job: str) -> dict[str, Any] | None:
+    """The latest progress a job reported, or None if it never reported."""
+    path = progress_dir(settings) / f"{job}.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+class ProgressFileListener(StreamingQueryListener):
+    """Writes each progress event of the named query atomically to its JSON file."""
+
+    def __init__(self, settings: Settings, job: str, keep_history: bool = True) -> None:
+        self.job = job
+        self.folder = progress_dir(settings)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.keep_history = keep_history
+
+    def _write(self, payload: dict[str, Any]) -> None:
+        payload["reported_at_ms"] = int(time.time() * 1000)
+        text = json.dumps(payload)
+        target = self.folder / f"{self.job}.json"
+        temp = target.with_suffix(".json.tmp")
+        temp.write_text(text)
+        os.replace(temp, target)
+        if self.keep_history:
+            with (self.folder / f"{self.job}.jsonl").open("a") as history:
+                history.write(text + "\n")
+
+    def onQueryStarted(self, event: Any) -> None:
+        self._write({"status": "started", "id": str(event.id), "runId": str(event.runId)})
+
+    def onQueryProgress(self, event: Any) -> None:
+        if event.progress.name != self.job:
+            return
+        payload = json.loads(event.progress.json)
+        payload["status"] = "running"
+        self._write(payload)
+
+    def onQueryIdle(self, event: Any) -> None:
+        pass
+
+    def onQueryTerminated(self, event: Any) -> None:
+        self._write({"status": "failed" if event.exception else "stopped",
+                     "exception": event.exception})

@@ -1,0 +1,223 @@
+"""Delta tables through delta-rs: exactly-once micro-batch writes, maintenance and reads.
+
+Streaming jobs write from `foreachBatch` with (app_id, batch_id): the batch id is stored
+in the same commit as the data (a Delta app transaction), so a batch replayed after a
+crash is skipped instead of duplicated. This is safe for one writer per app_id.
+
+A missing table is not an error for writes (the first write creates it) nor for
+maintenance (nothing to do); reads raise `TableMissingError` unless a schema is given to
+`read_spark`. Timestamps must be `pa.timestamp("us", tz="UTC")` (Spark TimestampType); a
+timestamp without a time zone becomes Delta timestamp_ntz.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake.exceptions import TableNotFoundError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+_ROW = "__tideline_row"
+
+
+class TableMissingError(FileNotFoundError):
+    """A read of a Delta table that does not exist (yet)."""
+
+
+def load_table(table_uri: str) -> DeltaTable | None:
+    """The table at its latest version, or None when there is none (one log replay)."""
+    try:
+        return DeltaTable(str(table_uri))
+    except TableNotFoundError:
+        return None
+
+
+def table_exists(table_uri: str) -> bool:
+    """True when a Delta log with at least one commit exists at the URI."""
+    return DeltaTable.is_deltatable(str(table_uri))
+
+
+def transaction_version(table_uri: str, app_id: str) -> int | None:
+    """The last batch id committed by app_id, or None (never written, or no table)."""
+    table = load_table(table_uri)
+    return None if table is None else table.transaction_version(app_id)
+
+
+def _already_done(table: DeltaTable | None, app_id: str, batch_id: int) -> bool:
+    if batch_id < 0:
+        raise ValueError(f"batch_id must not be negative, got {batch_id}")
+    done = None if table is None else table.transaction_version(app_id)
+    return done is not None and done >= batch_id
+
+
+def _commit(app_id: str, batch_id: int) -> CommitProperties:
+    return CommitProperties(app_transactions=[Transaction(app_id, batch_id)])
+
+
+def append_once(
+    table_uri: str,
+    data: pa.Table,
+    app_id: str,
+    batch_id: int,
+    partition_by: list[str] | None = None,
+) -> bool:
+    """Append the batch unless app_id already committed batch_id; False when skipped.
+
+    An empty batch still commits (no data file, only the transaction), so its replay is
+    skipped too; the first write creates the table with the data's schema.
+    """
+    table = load_table(table_uri)
+    if _already_done(table, app_id, batch_id):
+        return False
+    write_deltalake(
+        table if table is not None else table_uri,
+        data,
+        mode="append",
+        partition_by=partition_by,
+        commit_properties=_commit(app_id, batch_id),
+    )
+    return True
+
+
+def last_per_key(data: pa.Table, keys: Sequence[str]) -> pa.Table:
+    """Keep the last row of each key (in batch order): MERGE rejects duplicate sources."""
+    if data.num_rows <= 1:
+        return data
+    numbered = data.append_column(_ROW, pa.array(range(data.num_rows), pa.int64()))
+    last = numbered.group_by(list(keys), use_threads=False).aggregate([(_ROW, "max")])
+    if last.num_rows == data.num_rows:
+        return data
+    keep = last[f"{_ROW}_max"]
+    return data.take(pc.take(keep, pc.sort_indices(keep)))
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def merge_once(
+    table_uri: str, data: pa.Table, keys: Sequence[str], app_id: str, batch_id: int
+) -> bool:
+    """Upsert the batch by primary key unless app_id already committed batch_id.
+
+    Within a batch the last row of a key wins. Key columns must not be null (null never
+    matches in MERGE, so it would insert duplicates). An empty batch is committed as an
+    empty append, because delta-rs makes no commit for a MERGE of zero source rows.
+    """
+    key_list = list(keys)
+    if not key_list:
+        raise ValueError("merge_once needs at least one key column")
+    missing = [k for k in key_list if k not in data.column_names]
+    if missing:
+        raise ValueError(f"key columns not in the data: {missing}")
+    nulls = [k for k in key_list if data.column(k).null_count]
+    if nulls:
+        raise ValueError(f"key columns contain nulls: {nulls}")
+    table = load_table(table_uri)
+    if _already_done(table, app_id, batch_id):
+        return False
+    source = last_per_key(data, key_list)
+    commit = _commit(app_id, batch_id)
+    if table is None or source.num_rows == 0:
+        target = table if table is not None else table_uri
+        write_deltalake(target, source, mode="append", commit_properties=commit)
+        return True
+    predicate = " AND ".join(f"t.{_quoted(k)} = s.{_quoted(k)}" for k in key_list)
+    (
+        table.merge(
+            source,
+            predicate,
+            source_alias="s",
+            target_alias="t",
+            commit_properties=commit,
+        )
+        .when_matched_update_all()
+        .when_not_matched_insert_all()
+        .execute()
+    )
+    return True
+
+
+def compact(table_uri: str) -> dict[str, Any]:
+    """Rewrite small files into larger ones (optimize.compact); {} when no table."""
+    table = load_table(table_uri)
+    return {} if table is None else table.optimize.compact()
+
+
+def vacuum(
+    table_uri: str, retention_hours: int = 168, *, dry_run: bool = False, full: bool = False
+) -> list[str]:
+    """Delete files unreferenced for longer than retention_hours; returns their paths.
+
+    delta-rs defaults to a dry run and refuses a retention below the table's
+    deletedFileRetentionDuration (7 days); the caller's retention is explicit, so that
+    check is turned off. A short retention can break readers that listed files before.
+    """
+    if retention_hours < 0:
+        raise ValueError(f"retention_hours must not be negative, got {retention_hours}")
+    table = load_table(table_uri)
+    if table is None:
+        return []
+    return table.vacuum(
+        retention_hours=retention_hours,
+        dry_run=dry_run,
+        enforce_retention_duration=False,
+        full=full,
+    )
+
+
+def _open(table_uri: str) -> DeltaTable:
+    table = load_table(table_uri)
+    if table is None:
+        raise TableMissingError(f"no Delta table at {table_uri}")
+    return table
+
+
+def read_arrow(table_uri: str, columns: list[str] | None = None, filters: Any = None) -> pa.Table:
+    """The table's current rows (an empty table with its schema when it has none).
+
+    `filters` is the DNF list or pyarrow expression of DeltaTable.to_pyarrow_table.
+    Raises TableMissingError when there is no table at the URI.
+    """
+    return _open(table_uri).to_pyarrow_table(columns=columns, filters=filters)
+
+
+def spark_schema(table: DeltaTable) -> StructType:
+    """The Spark schema of a Delta table (Delta's schema JSON is Spark's StructType JSON)."""
+    from pyspark.sql.types import StructType
+
+    return StructType.fromJson(json.loads(table.schema().to_json()))
+
+
+def _local_root(table: DeltaTable) -> str:
+    uri = table.table_uri.rstrip("/")
+    return uri[len("file://") :] if uri.startswith("file://") else uri
+
+
+def read_spark(spark: SparkSession, table_uri: str, schema: StructType | None = None) -> DataFrame:
+    """A batch DataFrame of the table's current files, with the table's schema.
+
+    When the table does not exist: an empty DataFrame with `schema` if given, else
+    TableMissingError. Partition columns are recovered from the hive-style paths.
+    """
+    table = load_table(table_uri)
+    if table is None:
+        if schema is None:
+            raise TableMissingError(f"no Delta table at {table_uri} and no schema given")
+        return spark.createDataFrame([], schema)
+    struct = spark_schema(table)
+    files = table.file_uris()
+    if not files:
+        return spark.createDataFrame([], struct)
+    reader = spark.read.schema(struct)
+    if table.metadata().partition_columns:
+        reader = reader.option("basePath", _local_root(table))
+    return reader.parquet(*files)
