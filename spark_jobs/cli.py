@@ -1,0 +1,176 @@
+"""The `tideline` command line: every entry point of the platform, one subcommand each.
+
+Bad arguments or configuration exit non-zero with a one-line reason, before anything starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from spark_jobs.config import ConfigError, Settings, load_settings
+from spark_jobs.durations import DurationError, parse_duration_ms
+
+
+class UsageError(ValueError):
+    """A wrong argument; the message says what to write instead."""
+
+
+def _parse_time_ms(text: str) -> int:
+    """ISO 8601 (naive means UTC) or epoch milliseconds."""
+    if text.isdigit():
+        return int(text)
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(f"not a time: {text!r} (use ISO 8601 like 2026-01-01T00:00:00Z)") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1000)
+
+
+def _lookback_ms(text: str | None, settings: Settings) -> int | None:
+    if text is None:
+        return settings.experiments.period_ms
+    if text == "all":
+        return None
+    return parse_duration_ms(text)
+
+
+def cmd_broker(args: argparse.Namespace, settings: Settings) -> int:
+    from spark_jobs.broker import serve_forever
+
+    port = args.port if args.port is not None else int(settings.kafka.bootstrap.rsplit(":", 1)[1])
+    serve_forever(port)
+    return 0
+
+
+def cmd_metadata_load(args: argparse.Namespace, settings: Settings) -> int:
+    from spark_jobs.metadata import load_csv
+
+    count = load_csv(settings.metadata.url, args.file)
+    print(f"loaded {count} ramp rows into {settings.metadata.url}")
+    return 0
+
+
+def cmd_snapshot_publish(args: argparse.Namespace, settings: Settings) -> int:
+    from spark_jobs.snapshot import publish_snapshot
+
+    as_of = _parse_time_ms(args.as_of) if args.as_of else int(time.time() * 1000)
+    path = publish_snapshot(settings, as_of, _lookback_ms(args.lookback, settings))
+    print(f"published {path}")
+    return 0
+
+
+def cmd_generate(args: argparse.Namespace, settings: Settings) -> int:
+    from spark_jobs.domain.periods import RampRow
+    from spark_jobs.generator import TrafficSpec, produce
+    from spark_jobs.metadata import add_ramps
+
+    overrides = {"seed": args.seed, "n_users": args.users}
+    if args.duration:
+        overrides["duration_ms"] = parse_duration_ms(args.duration)
+    if args.start:
+        overrides["start_ms"] = _parse_time_ms(args.start)
+    spec = TrafficSpec.from_settings(settings.experiments, **overrides)
+    if args.ramps_csv:
+        spec.write_ramps_csv(args.ramps_csv)
+        print(f"wrote ramps to {args.ramps_csv}")
+    if args.load_metadata:
+        rows = [RampRow(**row) for row in spec.ramp_rows()]
+        add_ramps(settings.metadata.url, rows)
+        print(f"loaded {len(rows)} ramp rows into {settings.metadata.url}")
+    report = produce(spec, settings, rate=args.rate, progress=not args.no_progress)
+    print(report.summary() if hasattr(report, "summary") else report)
+    return 0
+
+
+def cmd_job_run(args: argparse.Namespace, settings: Settings) -> int:
+    from spark_jobs.jobs.runner import job_spec, run_job
+
+    job_spec(args.name)
+    run_job(settings, args.name, available_now=args.available_now)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
+    from spark_jobs.demo import run_demo
+
+    return run_demo(settings, rate=args.rate, seconds=args.seconds)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tideline",
+        description="Tideline: real-time experiment analytics on Spark.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    broker = commands.add_parser("broker", help="start the embedded Kafka broker (Tansu)")
+    broker.add_argument("--port", type=int, help="port on 127.0.0.1 (default: kafka.bootstrap)")
+    broker.set_defaults(func=cmd_broker)
+
+    generate = commands.add_parser("generate", help="produce synthetic traffic to Kafka")
+    generate.add_argument("--seed", type=int, default=7)
+    generate.add_argument("--users", type=int, default=2000)
+    generate.add_argument("--duration", help="event-time span, e.g. 2h (compressed time)")
+    generate.add_argument("--start", help="event-time start, ISO 8601 (default 2026-01-01)")
+    generate.add_argument("--rate", type=float, help="messages/s (default: as fast as possible)")
+    generate.add_argument("--ramps-csv", help="also write the experiments' ramps to this CSV")
+    generate.add_argument("--load-metadata", action="store_true",
+                          help="also load the experiments' ramps into the metadata DB")
+    generate.add_argument("--no-progress", action="store_true", help="no progress bar")
+    generate.set_defaults(func=cmd_generate)
+
+    metadata = commands.add_parser("metadata", help="experiment metadata (ramps table)")
+    metadata_commands = metadata.add_subparsers(dest="action", required=True, metavar="ACTION")
+    load = metadata_commands.add_parser("load", help="load ramp rows from a CSV file")
+    load.add_argument("file")
+    load.set_defaults(func=cmd_metadata_load)
+
+    snapshot = commands.add_parser("snapshot", help="ramp snapshots")
+    snapshot_commands = snapshot.add_subparsers(dest="action", required=True, metavar="ACTION")
+    publish = snapshot_commands.add_parser("publish", help="publish a ramp snapshot atomically")
+    publish.add_argument("--as-of", help="ISO 8601 time (default: now)")
+    publish.add_argument("--lookback", help="DURATION or 'all' (default: experiments.period)")
+    publish.set_defaults(func=cmd_snapshot_publish)
+
+    job = commands.add_parser("job", help="streaming jobs")
+    job_commands = job.add_subparsers(dest="action", required=True, metavar="ACTION")
+    run = job_commands.add_parser("run", help="run a streaming job")
+    run.add_argument("name", help="filter_events, filter_activations or experiment_metrics")
+    run.add_argument("--available-now", action="store_true",
+                     help="process what is in the topics, close the windows, and stop")
+    run.set_defaults(func=cmd_job_run)
+
+    demo = commands.add_parser("demo", help="run the whole pipeline on embedded defaults")
+    demo.add_argument("--rate", type=float, default=2000.0, help="generator messages/s")
+    demo.add_argument("--seconds", type=float, help="stop after this long (default: Ctrl-C)")
+    demo.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        settings = load_settings()
+        return int(args.func(args, settings) or 0)
+    except (ConfigError, DurationError, UsageError, ValueError, FileNotFoundError) as exc:
+        print(f"tideline: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
