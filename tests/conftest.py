@@ -49,3 +49,34 @@ def spark():
     session = build_session(load_settings(environ={}, overrides={"spark": {"master": "local[2]"}}))
     yield session
     session.stop()
+
+
+@pytest.fixture
+def own_broker() -> Iterator[str]:
+    """A broker of the test's own: the contract fixes topic names, so jobs' tests don't share."""
+    from spark_jobs.broker import EmbeddedBroker
+
+    with EmbeddedBroker(port=0) as running:
+        yield running.bootstrap
+
+
+@pytest.fixture
+def run_now(spark) -> Callable[[Settings, str], Any]:
+    """Run one job with --available-now semantics in the shared session; returns the query."""
+    from spark_jobs.jobs.runner import start_job
+
+    def run(settings: Settings, job: str) -> Any:
+        query, sink = start_job(spark, settings, job, available_now=True)
+        try:
+            query.awaitTermination(timeout=300)
+        finally:
+            if hasattr(sink, "close"):
+                sink.close()
+        if query.isActive:
+            query.stop()
+            raise AssertionError(f"{job} did not finish within 300 s")
+        if query.exception() is not None:
+            raise AssertionError(f"{job} failed: {query.exception()}")
+        return query
+
+    return run
