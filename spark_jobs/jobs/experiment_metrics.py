@@ -1,7 +1,8 @@
 """experiment_metrics: filtered events + filtered activations -> cumulative metrics per window.
 
 The seed's aggregation job, top to bottom:
-1. read both filtered topics; each input gets its own watermark (the query's is the min);
+1. read both filtered topics through one source: one offset plan aligned on event time,
+   so both advance together and one watermark serves both (also after a restart);
 2. one transformWithState keyed by user_id does what the seed spread over four keyed
    functions: de-duplicate events, find first trigger times, join activations with events
    (events wait until their window closes, so an activation arriving after its events
@@ -62,20 +63,12 @@ _INPUT_COLUMNS = (
 )
 
 
-def _as_input(df: DataFrame, source: str) -> DataFrame:
-    """Both inputs in one row shape: the fields the other side lacks are null."""
-    columns = []
-    for name in _INPUT_COLUMNS:
-        if name == "source":
-            columns.append(F.lit(source).alias("source"))
-        elif name in df.columns:
-            columns.append(F.col(name))
-        else:
-            kind = "boolean" if name == "is_control" else (
-                "bigint" if name == "group_ramp_time" else "string"
-            )
-            columns.append(F.lit(None).cast(kind).alias(name))
-    return df.select(*columns)
+def _as_input(df: DataFrame) -> DataFrame:
+    """Both topics in one row shape, tagged with their `source`."""
+    source = F.when(F.col("kafka_topic") == TOPIC_FILTERED_EVENTS, F.lit(SOURCE_EVENT)).otherwise(
+        F.lit(SOURCE_ACTIVATION)
+    )
+    return df.withColumn("source", source).select(*_INPUT_COLUMNS)
 
 
 def metric_params(settings: Settings) -> MetricParams:
@@ -84,20 +77,14 @@ def metric_params(settings: Settings) -> MetricParams:
 
 
 def build(spark: SparkSession, settings: Settings) -> DataFrame:
-    """The streaming plan: two sources, per-input watermarks, one stateful step per user."""
-    lateness = settings.experiments.lateness_ms
-    limit = settings.jobs.max_records_per_trigger
-    events = read_topic(
-        spark, settings.kafka, TOPIC_FILTERED_EVENTS, record="filtered_events",
-        max_records_per_trigger=limit,
+    """The streaming plan: both topics through one source (one offset plan, so event time
+    advances together and one watermark suffices), then one stateful step per user."""
+    both = read_topic(
+        spark, settings.kafka, (TOPIC_FILTERED_EVENTS, TOPIC_FILTERED_ACTIVATIONS),
+        record=("filtered_events", "filtered_experiment_activations"),
+        max_records_per_trigger=settings.jobs.max_records_per_trigger,
     )
-    activations = read_topic(
-        spark, settings.kafka, TOPIC_FILTERED_ACTIVATIONS,
-        record="filtered_experiment_activations", max_records_per_trigger=limit,
-    )
-    both = _as_input(with_event_time(events, "ts", lateness), SOURCE_EVENT).unionByName(
-        _as_input(with_event_time(activations, "ts", lateness), SOURCE_ACTIVATION)
-    )
+    both = _as_input(with_event_time(both, "ts", settings.experiments.lateness_ms))
     return both.groupBy("user_id").transformWithState(
         UserMetricsProcessor(metric_params(settings)),
         METRIC_DELTA_SCHEMA,
@@ -156,10 +143,10 @@ class MetricsSink:
         self.last_watermark_ms = 0
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        table = batch.toArrow()  # always run the plan: its state stores must commit on replay
         if self.outputs.committed(TABLE_EXPERIMENT_METRICS, batch_id):
             return
         watermark = batch_watermark_ms(self.checkpoint, batch_id)
-        table = batch.toArrow()
         self.outputs.dead_letters(table, batch_id)
         rows = self.windows.apply(deltas_of(table), watermark)
         self.last_watermark_ms = watermark

@@ -44,6 +44,8 @@ from spark_jobs.config import KafkaSettings
 from spark_jobs.domain.records import BOOL, LONG, SPECS, STRING, RecordError, RecordSpec
 from spark_jobs.kafka.admin import beginning_offsets, end_offsets
 from spark_jobs.kafka.client import client_config
+from spark_jobs.kafka.event_time_split import align_on_event_time
+from spark_jobs.kafka.timestamps import RecordProbe
 
 SOURCE_NAME = "tideline_kafka"
 STARTING = ("earliest", "latest")
@@ -114,9 +116,19 @@ class SourceOptions:
         if not isinstance(client, dict):
             raise SourceOptionError(f"{SOURCE_NAME}: option 'client' must be a JSON object")
         record = get("record")
-        if record is not None and record not in SPECS:
-            known = ", ".join(sorted(SPECS))
-            raise SourceOptionError(f"{SOURCE_NAME}: unknown record {record!r} (known: {known})")
+        topics = [t.strip() for t in topic.split(",") if t.strip()]  # type: ignore[union-attr]
+        if record is not None:
+            names = [r.strip() for r in record.split(",")]
+            unknown = [r for r in names if r not in SPECS]
+            if unknown:
+                known = ", ".join(sorted(SPECS))
+                raise SourceOptionError(
+                    f"{SOURCE_NAME}: unknown record {unknown[0]!r} (known: {known})"
+                )
+            if len(names) not in (1, len(topics)):
+                raise SourceOptionError(
+                    f"{SOURCE_NAME}: give one record spec, or one per topic ({len(topics)})"
+                )
         starting = (get("startingOffsets") or "earliest").lower()
         if starting not in STARTING:
             raise SourceOptionError(
@@ -134,12 +146,36 @@ class SourceOptions:
         )
 
     @property
+    def topics(self) -> tuple[str, ...]:
+        """The topics read together (comma-separated `topic` option)."""
+        return tuple(t.strip() for t in self.topic.split(",") if t.strip())
+
+    @property
+    def records(self) -> tuple[str, ...] | None:
+        """Spec name per topic, aligned with `topics` (one name applies to every topic)."""
+        if not self.record:
+            return None
+        names = tuple(r.strip() for r in self.record.split(","))
+        return names * len(self.topics) if len(names) == 1 else names
+
+    def spec_of(self, topic: str) -> RecordSpec | None:
+        records = self.records
+        return None if records is None else SPECS[records[self.topics.index(topic)]]
+
+    def key(self, topic: str, partition: int | str) -> str:
+        """Offset key of a partition: `p` for one topic, `topic/p` for several."""
+        return str(partition) if len(self.topics) == 1 else f"{topic}/{partition}"
+
+    def split_key(self, key: str) -> tuple[str, int]:
+        if len(self.topics) == 1:
+            return self.topics[0], int(key)
+        topic, _, partition = key.rpartition("/")
+        return topic, int(partition)
+
+    @property
     def kafka(self) -> KafkaSettings:
         return KafkaSettings(bootstrap=self.bootstrap, client=self.client, partitions=1)
 
-    @property
-    def spec(self) -> RecordSpec | None:
-        return SPECS[self.record] if self.record else None
 
     def as_spark_options(self) -> dict[str, str]:
         out = {
@@ -168,24 +204,33 @@ def _positive(text: str | None, name: str) -> int | None:
     return value
 
 
+def record_fields(record: str | None) -> tuple[tuple[str, str], ...]:
+    """The decoded columns: the fields of every named spec, in order of first appearance."""
+    fields: dict[str, str] = {}
+    for name in (record or "").split(","):
+        if name.strip():
+            for field, kind in SPECS[name.strip()].fields:
+                fields.setdefault(field, kind)
+    return tuple(fields.items())
+
+
 def source_schema(record: str | None) -> StructType:
-    """Raw columns, or the spec's fields (all nullable) followed by Kafka and error columns."""
-    if record is None:
+    """Raw columns, or the specs' fields (all nullable) followed by Kafka and error columns."""
+    if not record:
         return RAW_SCHEMA
-    spec = SPECS[record]
-    fields = [StructField(name, _SPARK_TYPES[kind]) for name, kind in spec.fields]
+    fields = [StructField(name, _SPARK_TYPES[kind]) for name, kind in record_fields(record)]
     return StructType([*fields, *RECORD_META_FIELDS])
 
 
 def arrow_schema(record: str | None) -> pa.Schema:
     """The Arrow schema Spark expects for `source_schema(record)` (checked on the first batch)."""
-    if record is None:
+    if not record:
         fields = [
             pa.field("kafka_key", pa.string()),
             pa.field("value", pa.binary()),
         ]
     else:
-        fields = [pa.field(name, _ARROW_TYPES[kind]) for name, kind in SPECS[record].fields]
+        fields = [pa.field(name, _ARROW_TYPES[kind]) for name, kind in record_fields(record)]
         fields.append(pa.field("kafka_key", pa.string()))
     fields += [
         pa.field("kafka_topic", pa.string()),
@@ -193,7 +238,7 @@ def arrow_schema(record: str | None) -> pa.Schema:
         pa.field("kafka_offset", pa.int64()),
         pa.field("kafka_timestamp", pa.int64()),
     ]
-    if record is not None:
+    if record:
         fields += [pa.field("error", pa.string()), pa.field("raw_value", pa.string())]
     return pa.schema(fields)
 
@@ -270,14 +315,23 @@ class TidelineKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailable
     # -- planning (driver) ---------------------------------------------------------------
 
     def _end_offsets(self) -> dict[str, int]:
-        ends = {str(p): n for p, n in end_offsets(self.options.kafka, self.options.topic).items()}
+        ends = {
+            self.options.key(topic, p): n
+            for topic in self.options.topics
+            for p, n in end_offsets(self.options.kafka, topic).items()
+        }
         self._latest = ends
         return ends
 
     def _beginnings(self) -> dict[str, int]:
         return {
-            str(p): n for p, n in beginning_offsets(self.options.kafka, self.options.topic).items()
+            self.options.key(topic, p): n
+            for topic in self.options.topics
+            for p, n in beginning_offsets(self.options.kafka, topic).items()
         }
+
+    def _sorted(self, offsets: Mapping[str, int]) -> dict[str, int]:
+        return {k: offsets[k] for k in sorted(offsets, key=self.options.split_key)}
 
     def initialOffset(self) -> dict[str, int]:
         if self.options.starting == "latest":
@@ -299,7 +353,7 @@ class TidelineKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailable
         for p, e in ends.items():
             if e < begin[p]:
                 raise RangeReadError(
-                    f"{self.options.topic}/{p}: the checkpoint is at offset {begin[p]} but the "
+                    f"{self.options.split_key(p)}: the checkpoint is at offset {begin[p]} but the "
                     f"partition ends at {e}; the topic was recreated or truncated. Delete the "
                     "query's checkpoint to start over."
                 )
@@ -307,11 +361,24 @@ class TidelineKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailable
         if target is not None:
             ends = {p: max(begin[p], min(e, target.get(p, begin[p]))) for p, e in ends.items()}
         available = {p: ends[p] - begin[p] for p in ends}
-        if isinstance(limit, ReadMaxRows):
-            take = split_limit(available, limit.max_rows)
-        else:
-            take = available
-        return {p: begin[p] + take[p] for p in sorted(ends, key=int)}
+        if isinstance(limit, ReadMaxRows) and sum(available.values()) > limit.max_rows:
+            return self._limited_ends(begin, ends, limit.max_rows)
+        return self._sorted(ends)
+
+    def _limited_ends(
+        self, begin: dict[str, int], ends: dict[str, int], limit: int
+    ) -> dict[str, int]:
+        """Proportional first guess, then cut back to a common event time (event_time_split)."""
+        take = split_limit({p: ends[p] - begin[p] for p in ends}, limit)
+        planned = {p: begin[p] + take[p] for p in ends}
+        fields = {
+            topic: "ts" if spec is not None and "ts" in spec.field_names else None
+            for topic in self.options.topics
+            for spec in [self.options.spec_of(topic)]
+        }
+        with RecordProbe(self.options.kafka, self.options.split_key, fields) as probe:
+            aligned = align_on_event_time(begin, planned, probe.event_times)
+        return self._sorted(aligned)
 
     def _full_start(self, start: Mapping[str, int], ends: Mapping[str, int]) -> dict[str, int]:
         """Start offsets for every partition; partitions added later start at their beginning."""
@@ -328,12 +395,13 @@ class TidelineKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailable
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[KafkaRange]:
         begin = self._full_start(start, end)
         ranges = []
-        for p in sorted(end, key=int):
-            first, stop = begin[p], int(end[p])
+        for key in sorted(end, key=self.options.split_key):
+            first, stop = begin[key], int(end[key])
+            topic, partition = self.options.split_key(key)
             if stop < first:
-                raise RangeReadError(f"{self.options.topic}/{p}: end {stop} before start {first}")
+                raise RangeReadError(f"{topic}/{partition}: end {stop} before start {first}")
             if stop > first:
-                ranges.append(KafkaRange(self.options.topic, int(p), first, stop))
+                ranges.append(KafkaRange(topic, partition, first, stop))
         return ranges
 
     def commit(self, end: dict[str, int]) -> None:
@@ -387,7 +455,8 @@ def _range_consumer(options: SourceOptions, part: KafkaRange) -> Consumer:
 def read_range(options: SourceOptions, part: KafkaRange) -> Iterator[pa.RecordBatch]:
     """Yield Arrow batches of exactly the offsets [start, end) of one partition."""
     schema = arrow_schema(options.record)
-    decode = _raw_batch if options.spec is None else _record_batch
+    spec = options.spec_of(part.topic)
+    decode = _raw_batch if spec is None else _record_batch
     consumer = _range_consumer(options, part)
     timeout_s = options.read_timeout_ms / 1000
     try:
@@ -432,10 +501,10 @@ def read_range(options: SourceOptions, part: KafkaRange) -> Iterator[pa.RecordBa
                     f"(last error: {last_error})"
                 )
             if len(pending) >= BATCH_ROWS:
-                yield decode(pending, part, options.spec, schema)
+                yield decode(pending, part, spec, schema)
                 pending = []
         if pending:
-            yield decode(pending, part, options.spec, schema)
+            yield decode(pending, part, spec, schema)
     finally:
         consumer.close()
 
@@ -513,9 +582,12 @@ def _record_batch(
     for index, (reason, raw) in failures.items():
         errors[index] = reason
         raws[index] = raw
+    by_name = dict(zip(spec.field_names, columns, strict=True))
+    nulls = [None] * len(messages)
     arrays = [
-        pa.array(column, _ARROW_TYPES[kind])
-        for column, (_, kind) in zip(columns, spec.fields, strict=True)
+        pa.array(by_name.get(field.name, nulls), field.type)
+        for field in schema
+        if field.name not in _META_NAMES
     ]
     arrays += [
         pa.array(keys, pa.string()),
@@ -528,6 +600,9 @@ def _record_batch(
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
+_META_NAMES = frozenset(field.name for field in RECORD_META_FIELDS)
+
+
 def register(spark: SparkSession) -> None:
     """Make `format("tideline_kafka")` available in this session."""
     spark.dataSource.register(TidelineKafkaSource)
@@ -536,18 +611,20 @@ def register(spark: SparkSession) -> None:
 def read_topic(
     spark: SparkSession,
     kafka: KafkaSettings,
-    topic: str,
-    record: str | None = None,
+    topic: str | Sequence[str],
+    record: str | Sequence[str] | None = None,
     max_records_per_trigger: int | None = None,
     starting: str = "earliest",
 ) -> DataFrame:
-    """A streaming DataFrame of `topic` (raw, or decoded with the record spec `record`)."""
+    """A streaming DataFrame of one or several topics read together (raw, or decoded with the
+    record spec of each topic); several topics share one offset plan and one admission limit,
+    so their event times advance together."""
     options = SourceOptions.parse(
         {
             "bootstrap": kafka.bootstrap,
-            "topic": topic,
+            "topic": topic if isinstance(topic, str) else ",".join(topic),
             "client": json.dumps(kafka.client),
-            "record": record or "",
+            "record": (record if isinstance(record, str) else ",".join(record)) if record else "",
             "maxRecordsPerTrigger": "" if max_records_per_trigger is None else str(
                 max_records_per_trigger
             ),

@@ -168,17 +168,17 @@ def test_experiment_metrics_counts_events_arriving_before_their_activation(
     run_now(settings, "experiment_metrics")
 
     metrics = _table(settings, "experiment_metrics")
-    # watermark = min(events 39m, activations 24m) => windows 5, 10, 15, 20 are closed
-    assert sorted(set(metrics.window_end - BASE)) == [5 * M, 10 * M, 15 * M, 20 * M]
-    assert len(metrics) == 2 * 4 * 4  # groups x windows x critical types, zeros included
+    # one watermark over both topics: 40m - 1m => every window of the 30m period is closed
+    assert sorted(set(metrics.window_end - BASE)) == [w * M for w in (5, 10, 15, 20, 25, 30)]
+    assert len(metrics) == 2 * 6 * 4  # groups x windows x critical types, zeros included
     rows = metrics.set_index(["experiment_group", "event_type", "window_end"])
     treatment_click = rows.loc[("treatment", "click")]
-    assert list(treatment_click.volume) == [1, 2, 2, 2]
-    assert list(treatment_click.volume_sum_squares) == [1, 4, 4, 4]
-    assert list(treatment_click.propensity) == [1, 1, 1, 1]
+    assert list(treatment_click.volume) == [1, 2, 2, 2, 2, 2]
+    assert list(treatment_click.volume_sum_squares) == [1, 4, 4, 4, 4, 4]
+    assert list(treatment_click.propensity) == [1] * 6
     control_save = rows.loc[("control", "save")]
-    assert list(control_save.volume) == [1, 1, 1, 1]
-    assert list(control_save.triggered_users) == [1, 1, 1, 1]  # user 5 triggers in window 30
+    assert list(control_save.volume) == [1] * 6  # the event came before its activation
+    assert list(control_save.triggered_users) == [1, 1, 1, 1, 1, 2]  # user 5 at 25m
     assert not metrics.duplicated(
         ["experiment_hash", "experiment_group", "period_start", "event_type", "window_end"]
     ).any()
@@ -194,4 +194,4 @@ def test_experiment_metrics_counts_events_arriving_before_their_activation(
     after = _table(settings, "experiment_metrics").set_index(
         ["experiment_group", "event_type", "window_end"]
     )
-    assert list(after.loc[("control", "save")].triggered_users) == [1, 1, 1, 1]
+    assert list(after.loc[("control", "save")].triggered_users) == [1, 1, 1, 1, 1, 2]

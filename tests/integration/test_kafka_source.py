@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import uuid
 from collections.abc import Callable
@@ -138,7 +139,7 @@ def test_available_now_target_and_limits(kafka: KafkaSettings, topic: str) -> No
     _produce(kafka, topic, 20, 10)  # arrives after the query started: not read
     assert reader.latestOffset(start, ReadAllAvailable()) == target
     limited = reader.latestOffset(start, ReadMaxRows(6))
-    assert sum(limited.values()) == 6 and all(limited[p] > 0 for p in limited)
+    assert 0 < sum(limited.values()) <= 6  # cut back to a common event time (event_time_split)
     assert reader.latestOffset(target, ReadMaxRows(6)) == target  # nothing left: stop
 
     latest = TidelineKafkaStreamReader(
@@ -176,10 +177,14 @@ def test_raw_read_exactly_once_in_limited_batches(
     assert df.schema == source_schema(None)
     batches = _run_available_now(df, tmp_path / "ckpt")
 
-    assert len(batches) == 4
-    assert [len(rows) for _, rows in sorted(batches.items())] == [8, 8, 8, 6]
-    for rows in list(batches.values())[:3]:
+    assert len(batches) >= 4
+    assert all(0 < len(rows) <= 8 for rows in batches.values())
+    ordered = [batches[b] for b in sorted(batches)]
+    for rows in ordered[:3]:
         assert {row.kafka_partition for row in rows} == {0, 1}  # the limit is split
+    for earlier, later in itertools.pairwise(ordered):
+        # partitions are cut at one event time: batches do not overlap in time
+        assert max(r.kafka_timestamp for r in earlier) < min(r.kafka_timestamp for r in later)
     rows = _all_rows(batches)
     by_value = {r[1]: r for r in records}
     assert sorted(row.value.decode() for row in rows) == sorted(by_value)
@@ -272,7 +277,7 @@ def test_uncommitted_batch_replays_the_same_range(
     first = _run_available_now(
         read_topic(spark, kafka, topic, max_records_per_trigger=6), checkpoint
     )
-    assert sorted(first) == [0, 1, 2, 3]
+    assert len(first) >= 4
     last = max(first)
     # Crash after planning (offsets/3 written) but before the commit of batch 3.
     for name in (str(last), f".{last}.crc"):

@@ -1,0 +1,79 @@
+"""Event time of single records at given offsets: the probe behind event-time admission control.
+
+The event time is the JSON field named by the caller (decoded leniently: a record without a
+usable field falls back to its Kafka timestamp, so a malformed message never blocks planning).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from types import TracebackType
+
+import orjson
+from confluent_kafka import Message, TopicPartition
+
+from spark_jobs.config import KafkaSettings
+from spark_jobs.kafka.admin import offsets_consumer
+
+PROBE_TIMEOUT_S = 10.0
+
+
+class RecordProbe:
+    """One short-lived consumer that fetches single records by offset.
+
+    Offsets are keyed by the source's partition keys; `split_key` maps a key to (topic,
+    partition) and `fields` names the event-time field of each topic (None: Kafka time).
+    """
+
+    def __init__(
+        self, kafka: KafkaSettings, split_key: Callable[[str], tuple[str, int]],
+        fields: Mapping[str, str | None],
+    ) -> None:
+        self.split_key = split_key
+        self.fields = dict(fields)
+        self.consumer = offsets_consumer(kafka)
+
+    def __enter__(self) -> RecordProbe:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.consumer.close()
+
+    def _event_time(self, message: Message) -> int:
+        field = self.fields.get(message.topic())
+        if field is not None:
+            try:
+                value = orjson.loads(message.value() or b"null")
+                ts = value.get(field) if isinstance(value, dict) else None
+                if isinstance(ts, int) and not isinstance(ts, bool):
+                    return ts
+            except orjson.JSONDecodeError:
+                pass
+        return message.timestamp()[1]
+
+    def event_times(self, offsets: Mapping[str, int]) -> dict[str, int]:
+        """Event time of the record at each partition's given offset."""
+        if not offsets:
+            return {}
+        where = {self.split_key(key): key for key in offsets}
+        self.consumer.assign(
+            [TopicPartition(topic, p, offsets[key]) for (topic, p), key in where.items()]
+        )
+        found: dict[str, int] = {}
+        deadline = time.monotonic() + PROBE_TIMEOUT_S
+        while len(found) < len(offsets):
+            if time.monotonic() > deadline:
+                missing = sorted(set(offsets) - set(found))
+                raise RuntimeError(f"no record at {missing} within the timeout")
+            message = self.consumer.poll(0.05)
+            if message is None or message.error() is not None:
+                continue
+            key = where.get((message.topic(), message.partition()))
+            if key is not None and key not in found and message.offset() >= offsets[key]:
+                found[key] = self._event_time(message)
+        self.consumer.unassign()
+        return found
