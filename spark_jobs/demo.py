@@ -9,7 +9,6 @@ everything it started. Durations are compressed so windows close within a minute
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from contextlib import ExitStack
@@ -51,29 +50,15 @@ def _uses_embedded_broker(settings: Settings) -> bool:
     return settings.kafka.bootstrap == f"127.0.0.1:{EMBEDDED_BROKER_PORT}"
 
 
-def _offsets_lag(progress: dict[str, Any], settings: Settings) -> int | None:
-    """Messages in the job's topics not yet read (topic end offsets minus read offsets)."""
-    from spark_jobs.kafka.admin import end_offsets
-
+def _offsets_lag(progress: dict[str, Any]) -> int | None:
+    """Messages in the job's topics not yet read: latest offsets minus the batch's end."""
     lag = 0
     for source in progress.get("sources", []):
-        end = source.get("endOffset")
-        if isinstance(end, str):
-            end = json.loads(end)
-        topic = _topic_of(source.get("description", ""))
-        if not isinstance(end, dict) or topic is None:
+        latest, end = source.get("latestOffset"), source.get("endOffset")
+        if not isinstance(latest, dict) or not isinstance(end, dict):
             return None
-        latest = end_offsets(settings.kafka, topic)
-        lag += sum(max(0, latest[p] - int(end.get(str(p), 0))) for p in latest)
+        lag += sum(max(0, int(n) - int(end.get(key, 0))) for key, n in latest.items())
     return lag
-
-
-def _topic_of(description: str) -> str | None:
-    for topic in ("filtered_experiment_activations", "experiment_activations",
-                  "filtered_events", "events"):
-        if topic in description:
-            return topic
-    return None
 
 
 def _fmt_ms(ms: int | None) -> str:
@@ -89,10 +74,7 @@ def _print_summary(queries: dict[str, Any], settings: Settings) -> None:
     for name, query in queries.items():
         progress = query.lastProgress or {}
         watermark = (progress.get("eventTime") or {}).get("watermark", "-")
-        try:
-            lag = _offsets_lag(progress, settings) if progress else None
-        except Exception:  # the summary must never stop the demo
-            lag = None
+        lag = _offsets_lag(progress) if progress else None
         print(
             f"{name:20s} in {progress.get('inputRowsPerSecond', 0):9.0f} rows/s  "
             f"done {progress.get('processedRowsPerSecond', 0):9.0f} rows/s  "
@@ -119,6 +101,7 @@ def _print_summary(queries: dict[str, Any], settings: Settings) -> None:
 def run_demo(settings: Settings, rate: float = 2000.0, seconds: float | None = None) -> int:
     from spark_jobs.broker import EmbeddedBroker
     from spark_jobs.generator import TrafficSpec, produce
+    from spark_jobs.jobs.progress import ProgressFileListener
     from spark_jobs.jobs.runner import start_job
     from spark_jobs.metadata import add_ramps, read_ramps
     from spark_jobs.snapshot import publish_snapshot
@@ -154,18 +137,19 @@ def run_demo(settings: Settings, rate: float = 2000.0, seconds: float | None = N
                     "loop": True, "stop_event": stop},
         )
         generator.start()
-        stack.callback(generator.join, 30)
-        stack.callback(stop.set)
 
         spark = build_session(settings, app_name="tideline-demo")
         stack.callback(spark.stop)
         queries = {}
         for name in DEMO_JOBS:
+            spark.streams.addListener(ProgressFileListener(settings, name))
             query, sink = start_job(spark, settings, name)
             queries[name] = query
             stack.callback(query.stop)
             if hasattr(sink, "close"):
                 stack.callback(sink.close)
+        stack.callback(generator.join, 30)  # stop traffic first, then jobs, Spark, broker
+        stack.callback(stop.set)
         print("demo running; Ctrl-C stops everything it started")
         started = time.monotonic()
         try:

@@ -51,7 +51,10 @@ class ProgressFileListener(StreamingQueryListener):
                 history.write(text + "\n")
 
     def onQueryStarted(self, event: Any) -> None:
-        self._write({"status": "started", "id": str(event.id), "runId": str(event.runId)})
+        if event.name != self.job:
+            return
+        self.run_id = str(event.runId)
+        self._write({"status": "started", "id": str(event.id), "runId": self.run_id})
 
     def onQueryProgress(self, event: Any) -> None:
         if event.progress.name != self.job:
@@ -64,5 +67,7 @@ class ProgressFileListener(StreamingQueryListener):
         pass
 
     def onQueryTerminated(self, event: Any) -> None:
+        if str(event.runId) != getattr(self, "run_id", None):
+            return
         self._write({"status": "failed" if event.exception else "stopped",
                      "exception": event.exception})

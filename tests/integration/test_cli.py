@@ -1,0 +1,90 @@
+"""The `tideline` command line: the contract's commands exist, work, and fail in one line."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from spark_jobs.contracts import SNAPSHOT_HEADER
+from spark_jobs.snapshot import latest_snapshot_path, read_snapshot
+
+HOUR = 3_600_000
+
+
+def _tideline(*args: str, lake: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    environ = {**os.environ, "TIDELINE_LAKE__ROOT": str(lake), **env}
+    environ.pop("TIDELINE_CONFIG", None)
+    return subprocess.run(
+        [sys.executable, "-m", "spark_jobs.cli", *args],
+        capture_output=True, text=True, env=environ, timeout=120,
+    )
+
+
+def test_help_lists_every_contract_command(tmp_path: Path) -> None:
+    result = _tideline("--help", lake=tmp_path)
+    assert result.returncode == 0
+    for command in ("broker", "generate", "metadata", "snapshot", "job", "demo"):
+        assert command in result.stdout
+    job_help = _tideline("job", "run", "--help", lake=tmp_path)
+    assert "--available-now" in job_help.stdout
+
+
+def test_metadata_load_and_snapshot_publish(tmp_path: Path) -> None:
+    ramps = tmp_path / "ramps.csv"
+    ramps.write_text(
+        "experiment_hash,experiment_group,ramp_ts,allocation_pct,is_control\n"
+        f"exp_a,control,{HOUR},10,true\n"
+        f"exp_a,treatment,{HOUR},10,false\n"
+        f"exp_a,treatment,{2 * HOUR},20,false\n"  # ramp-up inside the period: no new period
+        f"exp_b,control,{5 * 24 * HOUR},10,true\n"  # after as_of: not in the snapshot
+    )
+    loaded = _tideline("metadata", "load", str(ramps), lake=tmp_path)
+    assert loaded.returncode == 0, loaded.stderr
+    assert "loaded 4" in loaded.stdout
+
+    published = _tideline(
+        "snapshot", "publish", "--as-of", "1970-01-02T00:00:00Z", "--lookback", "all",
+        lake=tmp_path,
+    )
+    assert published.returncode == 0, published.stderr
+    path = latest_snapshot_path(tmp_path / "ramp_snapshots")
+    assert path is not None
+    assert path.read_text().splitlines()[0] == ",".join(SNAPSHOT_HEADER)
+    rows = read_snapshot(path)
+    assert sorted((r.experiment_group, r.group_ramp_time) for r in rows) == [
+        ("control", HOUR), ("treatment", HOUR),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        (("job", "run", "nope"), {}, "unknown job 'nope'"),
+        (("snapshot", "publish", "--as-of", "yesterday"), {}, "not a time"),
+        (("snapshot", "publish", "--lookback", "3 days"), {}, "not a duration"),
+        (("snapshot", "publish",), {"TIDELINE_EXPERIMENTS__PERIOD": "3x"}, "experiments.period"),
+        (("snapshot", "publish",), {"TIDELINE_KAFKA__NOPE": "1"}, "unknown setting kafka.nope"),
+    ],
+)
+def test_bad_arguments_and_configuration_exit_nonzero_with_one_line(
+    tmp_path: Path, args: tuple[str, ...], env: dict[str, str], message: str
+) -> None:
+    result = _tideline(*args, lake=tmp_path, **env)
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0]
+
+
+def test_bad_ramps_csv_names_file_line_and_field(tmp_path: Path) -> None:
+    ramps = tmp_path / "bad.csv"
+    ramps.write_text(
+        "experiment_hash,experiment_group,ramp_ts,allocation_pct,is_control\n"
+        "exp_a,control,soon,10,true\n"
+    )
+    result = _tideline("metadata", "load", str(ramps), lake=tmp_path)
+    assert result.returncode == 2
+    assert "bad.csv:2" in result.stderr and "ramp_ts" in result.stderr
