@@ -36,7 +36,7 @@ class HourlyCap:
         for hour in [h for h in self.counts if (h + 1) * HOUR_MS <= watermark_ms]:
             del self.counts[hour]
 
-    def next_expiry(self) -> int | None:
+    def next_wakeup(self) -> int | None:
         """Event time at which the oldest hour counter can be dropped."""
         return (min(self.counts) + 1) * HOUR_MS if self.counts else None
 

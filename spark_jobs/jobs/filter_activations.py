@@ -24,12 +24,11 @@ from pyspark.sql.types import (
 
 from spark_jobs.config import Settings
 from spark_jobs.contracts import (
-    TABLE_DEAD_LETTERS,
     TABLE_RAW_ACTIVATIONS,
     TOPIC_ACTIVATIONS,
     TOPIC_FILTERED_ACTIVATIONS,
 )
-from spark_jobs.jobs.outputs import BatchOutputs, rows_of_kind
+from spark_jobs.jobs.outputs import BatchOutputs
 from spark_jobs.kafka.source import read_topic
 from spark_jobs.snapshot import SnapshotWatcher, read_snapshot
 
@@ -124,12 +123,10 @@ class FilteredActivationsSink:
             F.col("kafka_offset").alias("offset"), "kafka_timestamp",
             F.col("kafka_key").alias("key"), "raw_value", F.col("error").alias("reason"),
         ).toArrow()
-        accepted = rows_of_kind(table, "ok")
-        self.outputs.publish(TOPIC_FILTERED_ACTIVATIONS, accepted, FILTERED_FIELDS)
-        self.outputs.dead_letters(table, batch_id)
-        raw = accepted.select(list(RAW_ACTIVATION_SCHEMA.names)).cast(RAW_ACTIVATION_SCHEMA)
-        self.outputs.append(TABLE_RAW_ACTIVATIONS, raw, batch_id)
-        self.outputs.maybe_compact(batch_id, (TABLE_RAW_ACTIVATIONS, TABLE_DEAD_LETTERS))
+        self.outputs.deliver_accepted(
+            table, batch_id, TOPIC_FILTERED_ACTIVATIONS, FILTERED_FIELDS, TABLE_RAW_ACTIVATIONS,
+            RAW_ACTIVATION_SCHEMA,
+        )
 
     def close(self) -> None:
         self.outputs.close()

@@ -14,13 +14,12 @@ from pyspark.sql import functions as F
 
 from spark_jobs.config import Settings
 from spark_jobs.contracts import (
-    TABLE_DEAD_LETTERS,
     TABLE_RAW_EVENTS,
     TOPIC_EVENTS,
     TOPIC_FILTERED_EVENTS,
 )
 from spark_jobs.jobs.event_time import with_event_time
-from spark_jobs.jobs.outputs import BatchOutputs, rows_of_kind
+from spark_jobs.jobs.outputs import BatchOutputs
 from spark_jobs.kafka.source import read_topic
 from spark_jobs.operators.hourly_cap import CAPPED_EVENT_SCHEMA, HourlyCapProcessor
 
@@ -68,12 +67,10 @@ class FilteredEventsSink:
         table = batch.toArrow()  # always run the plan: its state stores must commit on replay
         if self.outputs.committed(TABLE_RAW_EVENTS, batch_id):
             return
-        accepted = rows_of_kind(table, "ok")
-        self.outputs.publish(TOPIC_FILTERED_EVENTS, accepted, FILTERED_FIELDS)
-        self.outputs.dead_letters(table, batch_id)
-        raw = accepted.select(list(RAW_EVENT_SCHEMA.names)).cast(RAW_EVENT_SCHEMA)
-        self.outputs.append(TABLE_RAW_EVENTS, raw, batch_id)
-        self.outputs.maybe_compact(batch_id, (TABLE_RAW_EVENTS, TABLE_DEAD_LETTERS))
+        self.outputs.deliver_accepted(
+            table, batch_id, TOPIC_FILTERED_EVENTS, FILTERED_FIELDS, TABLE_RAW_EVENTS,
+            RAW_EVENT_SCHEMA,
+        )
 
     def close(self) -> None:
         self.outputs.close()

@@ -89,6 +89,18 @@ class BatchOutputs:
     def append(self, table_name: str, data: pa.Table, batch_id: int) -> bool:
         return append_once(self.table_uri(table_name), data, self.job, batch_id)
 
+    def deliver_accepted(
+        self, table: pa.Table, batch_id: int, topic: str, fields: Sequence[str],
+        raw_table: str, raw_schema: pa.Schema,
+    ) -> None:
+        """A filter job's fan-out: accepted rows to the topic, rejected ones to dead letters,
+        then the raw table, whose commit marks the batch as done for a replay."""
+        accepted = rows_of_kind(table, "ok")
+        self.publish(topic, accepted, fields)
+        self.dead_letters(table, batch_id)
+        self.append(raw_table, accepted.select(list(raw_schema.names)).cast(raw_schema), batch_id)
+        self.maybe_compact(batch_id, (raw_table, TABLE_DEAD_LETTERS))
+
     def maybe_compact(self, batch_id: int, tables: Sequence[str]) -> None:
         """Compact this job's tables every `jobs.compact_every_batches` batches."""
         every = self.settings.jobs.compact_every_batches

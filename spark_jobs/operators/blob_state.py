@@ -8,11 +8,22 @@ the key is kept inside the value so a stale one can be deleted when the next wak
 from __future__ import annotations
 
 import pickle
+from typing import Protocol
 
-from pyspark.sql.streaming.stateful_processor import StatefulProcessorHandle
+from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import BinaryType, StructField, StructType
 
 BLOB_SCHEMA = StructType([StructField("blob", BinaryType(), True)])
+
+
+class KeyState(Protocol):
+    """What a domain state object offers to be kept as one blob with one timer."""
+
+    def is_empty(self) -> bool: ...
+
+    def to_bytes(self) -> bytes: ...
+
+    def next_wakeup(self) -> int | None: ...
 
 
 class BlobState:
@@ -42,3 +53,20 @@ class BlobState:
         else:
             self._value.update((pickle.dumps((payload, timer), protocol=5),))
 
+
+    def save(self, state: KeyState, old_timer: int | None, watermark_ms: int) -> None:
+        """Store the domain state and its next wake-up; an empty state is cleared entirely."""
+        if state.is_empty():
+            self.store(None, None, old_timer, watermark_ms)
+        else:
+            self.store(state.to_bytes(), state.next_wakeup(), old_timer, watermark_ms)
+
+
+class BlobStateProcessor(StatefulProcessor):
+    """Base of Tideline's processors: one BlobState per key, nothing to release on close."""
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.state = BlobState(handle)
+
+    def close(self) -> None:
+        pass

@@ -11,15 +11,13 @@ from typing import Any
 import orjson
 from pyspark.sql import Row
 from pyspark.sql.streaming.stateful_processor import (
-    StatefulProcessor,
-    StatefulProcessorHandle,
     TimerValues,
 )
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
 from spark_jobs.domain.capping import HourlyCap
 from spark_jobs.domain.windows import is_late
-from spark_jobs.operators.blob_state import BlobState
+from spark_jobs.operators.blob_state import BlobStateProcessor
 
 CAPPED_EVENT_SCHEMA = StructType(
     [
@@ -54,14 +52,11 @@ def event_json(row: Any) -> str:
     ).decode()
 
 
-class HourlyCapProcessor(StatefulProcessor):
+class HourlyCapProcessor(BlobStateProcessor):
     """First `cap` critical events per user and clock hour pass; late ones go to dead letters."""
 
     def __init__(self, cap: int) -> None:
         self.cap = cap
-
-    def init(self, handle: StatefulProcessorHandle) -> None:
-        self.state = BlobState(handle)
 
     def handleInputRows(
         self, key: Any, rows: Iterator[Row], timerValues: TimerValues
@@ -87,7 +82,7 @@ class HourlyCapProcessor(StatefulProcessor):
                     offset=row.kafka_offset, kafka_timestamp=row.kafka_timestamp,
                     key=row.kafka_key, raw_value=None, reason=None,
                 )
-        self._save(counters, timer, watermark)
+        self.state.save(counters, timer, watermark)
 
     def handleExpiredTimer(
         self, key: Any, timerValues: TimerValues, expiredTimerInfo: Any
@@ -96,15 +91,5 @@ class HourlyCapProcessor(StatefulProcessor):
         payload, timer = self.state.load()
         counters = HourlyCap.from_bytes(self.cap, payload)
         counters.expire(watermark)
-        self._save(counters, None if timer is not None and timer <= watermark else timer,
-                   watermark)
+        self.state.save(counters, timer, watermark)
         return iter(())
-
-    def _save(self, counters: HourlyCap, timer: int | None, watermark: int) -> None:
-        if counters.is_empty():
-            self.state.store(None, None, timer, watermark)
-        else:
-            self.state.store(counters.to_bytes(), counters.next_expiry(), timer, watermark)
-
-    def close(self) -> None:
-        pass

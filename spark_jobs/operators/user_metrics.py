@@ -12,8 +12,6 @@ from typing import Any
 import orjson
 from pyspark.sql import Row
 from pyspark.sql.streaming.stateful_processor import (
-    StatefulProcessor,
-    StatefulProcessorHandle,
     TimerValues,
 )
 from pyspark.sql.types import (
@@ -26,7 +24,7 @@ from pyspark.sql.types import (
 )
 
 from spark_jobs.domain.user_metrics import Delta, MetricParams, Outcome, UserMetricsState
-from spark_jobs.operators.blob_state import BlobState
+from spark_jobs.operators.blob_state import BlobStateProcessor
 
 SOURCE_EVENT = "event"
 SOURCE_ACTIVATION = "activation"
@@ -93,14 +91,11 @@ def _dead_row(row: Any, reason: str, raw_value: str | None) -> Row:
     )
 
 
-class UserMetricsProcessor(StatefulProcessor):
+class UserMetricsProcessor(BlobStateProcessor):
     """Dedup, first trigger, activation-event join and per-window deltas for one user."""
 
     def __init__(self, params: MetricParams) -> None:
         self.params = params
-
-    def init(self, handle: StatefulProcessorHandle) -> None:
-        self.state = BlobState(handle)
 
     def handleInputRows(
         self, key: Any, rows: Iterator[Row], timerValues: TimerValues
@@ -140,10 +135,4 @@ class UserMetricsProcessor(StatefulProcessor):
     ) -> Iterator[Row]:
         for delta in user.advance(watermark):
             yield _delta_row(delta)
-        if user.is_empty():
-            self.state.store(None, None, timer, watermark)
-        else:
-            self.state.store(user.to_bytes(), user.next_wakeup(), timer, watermark)
-
-    def close(self) -> None:
-        pass
+        self.state.save(user, timer, watermark)

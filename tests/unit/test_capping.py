@@ -114,17 +114,17 @@ def test_expire_at_the_hour_end():
     assert cap.is_empty()
 
 
-def test_next_expiry_is_the_oldest_hour_end():
+def test_next_wakeup_is_the_oldest_hour_end():
     """The timer for the cap state fires at the end of its oldest hour, None when empty."""
     cap = HourlyCap(5)
-    assert cap.next_expiry() is None
+    assert cap.next_wakeup() is None
     cap.admit(4 * HOUR_MS + 10)
     cap.admit(2 * HOUR_MS + 10)
-    assert cap.next_expiry() == 3 * HOUR_MS
-    cap.expire(cap.next_expiry())
-    assert cap.next_expiry() == 5 * HOUR_MS
-    cap.expire(cap.next_expiry())
-    assert cap.next_expiry() is None
+    assert cap.next_wakeup() == 3 * HOUR_MS
+    cap.expire(cap.next_wakeup())
+    assert cap.next_wakeup() == 5 * HOUR_MS
+    cap.expire(cap.next_wakeup())
+    assert cap.next_wakeup() is None
     assert cap.is_empty()
 
 

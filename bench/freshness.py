@@ -1,0 +1,348 @@
+"""Freshness: time from a record's arrival in Kafka to its window's row in experiment_metrics.
+
+The generator runs live, paced so that event time advances at wall-clock speed, while the
+three jobs run as queries of one SparkSession with a short trigger, as in the demo (window
+1 min, lateness 20 s). Afterwards every event in raw_events whose window has a row in
+experiment_metrics gets freshness = the earliest updated_at of that window's rows minus the
+event's Kafka timestamp.
+
+A window is final only once the watermark (max event time - lateness) passes its end, so
+an event at ts cannot be counted before event time reaches window_end(ts) + lateness: the
+floor is between lateness and window + lateness (20-80 s here). The report gives that floor
+and the pipeline's own overhead above it.
+
+    .venv/bin/python -m bench.freshness [--minutes M] [--rate R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from bench.common import (
+    JOBS,
+    METRICS,
+    POLL_S,
+    RunningJobs,
+    Stopwatch,
+    bench_settings,
+    executed_batches,
+    last_progress,
+    machine_info,
+    percentiles,
+    result_path,
+    sandbox,
+    start_jobs,
+    wait_until_drained,
+    write_result,
+)
+from spark_jobs.config import Settings
+from spark_jobs.contracts import TABLE_EXPERIMENT_METRICS, TABLE_RAW_EVENTS
+from spark_jobs.generator import GenerationReport, TrafficSpec, generate
+
+NAME = "freshness"
+EXPERIMENTS = {
+    "period": "30m", "window": "1m", "lateness": "20s", "dedup_ttl": "20s",
+    "cap_per_user_hour": 300,
+}
+# The validation cases ramp up 0.10-0.35 of a period after the spec's start; the ramps are
+# loaded this much earlier so that every group has an open period from the first record.
+RAMP_LEAD_IN = 0.35
+QS = (50, 90, 99)
+STEADY_STATUS = ("Waiting for data to arrive", "Waiting for next trigger")
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="bench.freshness", description="Kafka arrival to final window row, live."
+    )
+    parser.add_argument("--minutes", type=float, default=5.0,
+                        help="how long the generator runs (default 5)")
+    parser.add_argument("--rate", type=float, default=None,
+                        help="messages/s (default: the rate at which event time keeps pace "
+                             "with the wall clock)")
+    parser.add_argument("--users", type=int, default=2000, help="generated users (default 2000)")
+    parser.add_argument("--trigger", default="500ms", help="trigger of every job (default 500ms)")
+    parser.add_argument("--drain", type=float, default=120.0,
+                        help="max seconds to let the jobs finish after the generator stops")
+    parser.add_argument("--out", default=None, help="result JSON (default bench/results/...)")
+    return parser.parse_args(argv)
+
+
+# ---------------------------------------------------------------- traffic
+
+
+def live_spec(settings: Settings, users: int) -> TrafficSpec:
+    """Demo-like traffic whose event time starts now, aligned to the window."""
+    window = settings.experiments.window_ms
+    now = int(time.time() * 1000)
+    return TrafficSpec.from_settings(
+        settings.experiments, start_ms=now - now % window, n_users=users
+    )
+
+
+def real_time_rate(spec: TrafficSpec) -> float:
+    """Messages per second of one cycle spread over the cycle's event-time duration."""
+    return sum(1 for _ in generate(spec)) / (spec.duration_ms / 1000)
+
+
+def load_ramps(settings: Settings, spec: TrafficSpec, minutes: float) -> int:
+    """Ramps for every cycle the run can reach, shifted RAMP_LEAD_IN periods earlier, and a
+    snapshot holding them all (as the demo does); returns the number of rows."""
+    from spark_jobs.domain.periods import RampRow
+    from spark_jobs.metadata import add_ramps
+    from spark_jobs.snapshot import publish_snapshot
+
+    window = spec.window_ms
+    lead_in = math.ceil(RAMP_LEAD_IN * spec.period_ms / window) * window
+    cycles = math.ceil((minutes * 60_000 + lead_in) / spec.duration_ms) + 1
+    shifted = replace(spec, start_ms=spec.start_ms - lead_in)
+    rows = [RampRow(**row) for row in shifted.ramp_rows(cycles=cycles)]
+    add_ramps(settings.metadata.url, rows)
+    publish_snapshot(settings, int(time.time() * 1000) + 10 * 86_400_000, None)
+    return len(rows)
+
+
+class LiveGenerator:
+    """produce(loop=True) in a thread until stopped; keeps its report or its error."""
+
+    def __init__(self, spec: TrafficSpec, settings: Settings, rate: float) -> None:
+        self.stop_event = threading.Event()
+        self.report: GenerationReport | None = None
+        self.error: BaseException | None = None
+        self.started_at = 0.0
+        self._thread = threading.Thread(
+            target=self._run, args=(spec, settings, rate), name="generator", daemon=True
+        )
+
+    def _run(self, spec: TrafficSpec, settings: Settings, rate: float) -> None:
+        from spark_jobs.generator import produce
+
+        try:
+            self.report = produce(spec, settings, rate, progress=False, loop=True,
+                                  stop_event=self.stop_event)
+        except BaseException as exc:  # reported by stop(), never lost in the thread
+            self.error = exc
+
+    def start(self) -> None:
+        self.started_at = time.time()
+        self._thread.start()
+
+    def stop(self) -> GenerationReport:
+        self.stop_event.set()
+        self._thread.join(180)
+        if self.error is not None:
+            raise RuntimeError(f"generator failed: {self.error}") from self.error
+        if self.report is None:
+            raise RuntimeError("generator did not finish within 180 s of the stop")
+        return self.report
+
+
+# ---------------------------------------------------------------- the live run
+
+
+def wait_until_steady(jobs: RunningJobs, timeout_s: float = 300.0) -> None:
+    """Until every query has initialised its sources and is waiting for data, so that the
+    generator's first records do not pay for query start-up."""
+    deadline = time.monotonic() + timeout_s
+    while not all(q.status["message"] in STEADY_STATUS for q in jobs.queries.values()):
+        jobs.check()
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"queries not ready after {timeout_s:.0f} s")
+        time.sleep(POLL_S)
+
+
+def wait_for_window_close(jobs: RunningJobs, after_batch: int, timeout_s: float) -> bool:
+    """The batch after the last data batch runs with the final watermark and closes the
+    windows it passed; False when none ran within the timeout (nothing left to close)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        jobs.check()
+        last = last_progress(jobs.queries[METRICS])
+        if last is not None and last["batchId"] > after_batch and executed_batches([last]):
+            return True
+        time.sleep(POLL_S)
+    return False
+
+
+def run_live(
+    settings: Settings, spec: TrafficSpec, rate: float, minutes: float, drain_s: float
+) -> dict[str, Any]:
+    """Jobs up first, then the generator for `minutes`, then let the jobs drain."""
+    from spark_jobs.spark_session import build_session
+
+    clock = Stopwatch()
+    spark = build_session(settings, app_name="tideline-bench-freshness")
+    jobs: RunningJobs | None = None
+    try:
+        jobs = start_jobs(spark, settings, JOBS)
+        wait_until_steady(jobs)
+        ready_s = clock.elapsed()
+        generator = LiveGenerator(spec, settings, rate)
+        generator.start()
+        _sleep_watching(jobs, minutes * 60)
+        report = generator.stop()
+        drain = Stopwatch()
+        done = wait_until_drained(jobs, settings, drain_s)
+        closed = wait_for_window_close(
+            jobs, done[METRICS]["batchId"], max(5.0, drain_s - drain.elapsed())
+        )
+        batches = executed_batches(
+            [p for q in jobs.queries.values() for p in [last_progress(q)] if p]
+        )
+        return {
+            "spark_ready_s": round(ready_s, 1),
+            "generator_started_at": generator.started_at,
+            "messages": report.total(),
+            "by_topic": report.counts,
+            "achieved_rate": round(report.rate, 1),
+            "drain_s": round(drain.elapsed(), 1),
+            "closing_batch_ran": closed,
+            "last_batch_ids": {b["name"]: b["batchId"] for b in batches},
+        }
+    finally:
+        if jobs is not None:
+            jobs.stop()
+        spark.stop()
+
+
+def _sleep_watching(jobs: RunningJobs, seconds: float) -> None:
+    """Sleep, but fail fast when a job dies."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        jobs.check()
+        time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+
+
+# ---------------------------------------------------------------- freshness
+
+
+def window_first_rows(settings: Settings) -> pd.Series:
+    """Per window_end: epoch ms of the earliest updated_at among its rows (its final row)."""
+    from spark_jobs.lake.delta import read_arrow, table_exists
+
+    uri = settings.lake.table(TABLE_EXPERIMENT_METRICS)
+    if not table_exists(uri):  # no window closed during the run
+        return pd.Series(dtype="int64")
+    table = read_arrow(uri, columns=["window_end", "updated_at"]).to_pandas()
+    updated_ms = table["updated_at"].astype("int64") // 1000  # datetime64[us, UTC] -> ms
+    return updated_ms.groupby(table["window_end"]).min()
+
+
+def commit_times_ms(settings: Settings) -> np.ndarray:
+    """Commit timestamps of the metrics table's data commits, ascending: when a row whose
+    updated_at was stamped just before its MERGE became visible to readers."""
+    from spark_jobs.lake.delta import load_table
+
+    table = load_table(settings.lake.table(TABLE_EXPERIMENT_METRICS))
+    history = [] if table is None else table.history()
+    times = [c["timestamp"] for c in history if c.get("operation") in ("MERGE", "WRITE")]
+    return np.sort(np.asarray(times, dtype=np.int64))
+
+
+def freshness(settings: Settings) -> dict[str, Any]:
+    """Percentiles (ms) of freshness, its event-time floor, the overhead above the floor and
+    the freshness measured to the commit that made the row visible."""
+    from spark_jobs.lake.delta import read_arrow
+
+    events = read_arrow(settings.lake.table(TABLE_RAW_EVENTS),
+                        columns=["ts", "kafka_timestamp"]).to_pandas()
+    window, lateness = settings.experiments.window_ms, settings.experiments.lateness_ms
+    window_end = (events["ts"] // window + 1) * window
+    first_row = window_end.map(window_first_rows(settings))
+    counted = first_row.notna()
+    kafka_ms = events["kafka_timestamp"][counted]
+    fresh = (first_row[counted] - kafka_ms).to_numpy()
+    floor = (window_end + lateness - events["ts"])[counted].to_numpy()
+    visible = visible_after_commit(commit_times_ms(settings), first_row[counted], kafka_ms)
+    per_window = pd.DataFrame({"window_end": window_end[counted], "fresh": fresh})
+    return {
+        "events": len(events),
+        "counted": int(counted.sum()),
+        "windows": int(window_end[counted].nunique()),
+        "freshness_ms": {**percentiles(fresh, QS), "max": _max(fresh)},
+        "floor_ms": {**percentiles(floor, QS), "max": _max(floor)},
+        "overhead_ms": percentiles(fresh - floor, QS),
+        "visible_ms": percentiles(visible, QS),
+        "per_window": [
+            {"window_end": int(w), "events": len(g), **percentiles(g["fresh"], (50, 99))}
+            for w, g in per_window.groupby("window_end")
+        ],
+    }
+
+
+def visible_after_commit(
+    commits: np.ndarray, first_row_ms: pd.Series, kafka_ms: pd.Series
+) -> np.ndarray:
+    """Freshness to the first data commit at or after the row's updated_at stamp."""
+    index = np.searchsorted(commits, first_row_ms.to_numpy(), side="left")
+    found = index < len(commits)
+    return commits[index[found]] - kafka_ms.to_numpy()[found]
+
+
+def _max(values: np.ndarray) -> float:
+    return float(values.max()) if len(values) else 0.0
+
+
+# ---------------------------------------------------------------- output
+
+
+def summary_lines(result: dict[str, Any]) -> list[str]:
+    run, found = result["run"], result["freshness"]
+    fresh, floor, over = found["freshness_ms"], found["floor_ms"], found["overhead_ms"]
+    seconds = ", ".join(f"{k} {v / 1000:.1f} s" for k, v in fresh.items())
+    return [
+        f"{NAME}: {run['messages']:,} messages at {run['achieved_rate']:.0f} msg/s over "
+        f"{result['params']['minutes']:g} min (event time at wall-clock speed; "
+        f"window {EXPERIMENTS['window']}, lateness {EXPERIMENTS['lateness']}, trigger "
+        f"{result['params']['trigger']})",
+        f"  {found['counted']:,} of {found['events']:,} accepted events in {found['windows']} "
+        f"closed windows: {seconds}",
+        f"  floor (window end + lateness - ts, in event time): p50 {floor['p50'] / 1000:.1f} s, "
+        f"p99 {floor['p99'] / 1000:.1f} s; pipeline overhead above it: p50 "
+        f"{over['p50'] / 1000:.1f} s, p99 {over['p99'] / 1000:.1f} s",
+        "  A window is final only once the watermark (max event time - lateness) passes its",
+        "  end, so freshness is bounded below by window + lateness in event time for an event",
+        "  at the window's start (lateness for one at its end); the rest is the three jobs.",
+    ]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    machine = machine_info()
+    overrides = {"experiments": EXPERIMENTS, "jobs": {"trigger": args.trigger}}
+    with sandbox(NAME) as box:
+        settings = bench_settings(box, overrides)
+        spec = live_spec(settings, args.users)
+        rate = args.rate or real_time_rate(spec)
+        ramps = load_ramps(settings, spec, args.minutes)
+        print(f"{args.users} users at {rate:.1f} msg/s for {args.minutes:g} min; "
+              "starting the jobs", flush=True)
+        run = run_live(settings, spec, rate, args.minutes, args.drain)
+        found = freshness(settings)
+    result = {
+        "benchmark": NAME,
+        "machine": machine,
+        "params": {"minutes": args.minutes, "rate": round(rate, 2), "users": args.users,
+                   "trigger": args.trigger, "experiments": EXPERIMENTS, "ramp_rows": ramps,
+                   "spec_start_ms": spec.start_ms},
+        "run": run,
+        "freshness": found,
+    }
+    path = result_path(NAME, args.out)
+    write_result(path, result)
+    print("\n".join(summary_lines(result)))
+    print(f"result: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
