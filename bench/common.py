@@ -72,7 +72,9 @@ def bench_settings(box: Sandbox, overrides: Mapping[str, Any]) -> Settings:
     base = {
         "kafka": {"bootstrap": box.bootstrap},
         "lake": {"root": str(box.root / "lake")},
-        "spark": {"master": "local[2]"},
+        # keep every batch's progress (the default keeps the last 100)
+        "spark": {"master": "local[2]",
+                  "conf": {"spark.sql.streaming.numRecentProgressUpdates": "100000"}},
     }
     return load_settings(environ={}, overrides=deep_merge(base, overrides))
 
@@ -93,9 +95,19 @@ class RunningJobs:
     def stop(self) -> None:
         for name, query in self.queries.items():
             query.stop()
-            close = getattr(self.sinks[name], "close", None)
+            sink = self.sinks[name]
+            close = getattr(sink, "close", None)
             if close is not None:
                 close()
+            _close_producer(sink)
+
+
+def _close_producer(sink: Any) -> None:
+    """BatchOutputs.close() flushes but keeps its producer, which then reconnects (and logs)
+    every second once the benchmark's broker is gone; close it for good."""
+    producer = getattr(getattr(sink, "outputs", None), "_producer", None)
+    if producer is not None:
+        producer.close()
 
 
 def start_jobs(spark: Any, settings: Settings, names: Sequence[str] = JOBS) -> RunningJobs:
@@ -194,10 +206,14 @@ def first_covering(progresses: Iterable[Progress], targets: Mapping[str, int]) -
     return next((p for p in executed_batches(progresses) if covers(p, targets)), None)
 
 
+def iso_ms(text: str) -> int:
+    """Epoch ms of a timestamp in Spark's progress format (2026-01-01T00:00:00.000Z)."""
+    return round(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)
+
+
 def batch_end_s(progress: Progress) -> float:
     """Epoch seconds when the batch finished: its start timestamp plus its duration."""
-    started = datetime.fromisoformat(progress["timestamp"].replace("Z", "+00:00"))
-    return started.timestamp() + progress["durationMs"]["triggerExecution"] / 1000
+    return (iso_ms(progress["timestamp"]) + progress["durationMs"]["triggerExecution"]) / 1000
 
 
 def percentiles(values: Sequence[float], qs: Sequence[int] = (50, 95)) -> dict[str, float]:

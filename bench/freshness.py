@@ -31,13 +31,15 @@ from bench.common import (
     JOBS,
     METRICS,
     POLL_S,
+    Progress,
     RunningJobs,
     Stopwatch,
     bench_settings,
     executed_batches,
-    last_progress,
+    iso_ms,
     machine_info,
     percentiles,
+    progress_list,
     result_path,
     sandbox,
     start_jobs,
@@ -160,17 +162,24 @@ def wait_until_steady(jobs: RunningJobs, timeout_s: float = 300.0) -> None:
         time.sleep(POLL_S)
 
 
-def wait_for_window_close(jobs: RunningJobs, after_batch: int, timeout_s: float) -> bool:
-    """The batch after the last data batch runs with the final watermark and closes the
-    windows it passed; False when none ran within the timeout (nothing left to close)."""
+def wait_for_final_watermark(jobs: RunningJobs, lateness_ms: int, timeout_s: float) -> bool:
+    """Until a metrics batch has run with the final watermark (max event time read minus
+    lateness), so every window it passes is in Delta; a batch after the last data batch
+    does that when the data moved the watermark. False on timeout."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         jobs.check()
-        last = last_progress(jobs.queries[METRICS])
-        if last is not None and last["batchId"] > after_batch and executed_batches([last]):
+        if ran_with_final_watermark(progress_list(jobs.queries[METRICS]), lateness_ms):
             return True
         time.sleep(POLL_S)
     return False
+
+
+def ran_with_final_watermark(progresses: Sequence[Progress], lateness_ms: int) -> bool:
+    batches = executed_batches(progresses)
+    maxima = [iso_ms(p["eventTime"]["max"]) for p in batches if "max" in p["eventTime"]]
+    used = batches[-1]["eventTime"].get("watermark") if batches else None
+    return bool(maxima) and used is not None and iso_ms(used) >= max(maxima) - lateness_ms
 
 
 def run_live(
@@ -191,12 +200,9 @@ def run_live(
         _sleep_watching(jobs, minutes * 60)
         report = generator.stop()
         drain = Stopwatch()
-        done = wait_until_drained(jobs, settings, drain_s)
-        closed = wait_for_window_close(
-            jobs, done[METRICS]["batchId"], max(5.0, drain_s - drain.elapsed())
-        )
-        batches = executed_batches(
-            [p for q in jobs.queries.values() for p in [last_progress(q)] if p]
+        wait_until_drained(jobs, settings, drain_s)
+        final = wait_for_final_watermark(
+            jobs, settings.experiments.lateness_ms, max(5.0, drain_s - drain.elapsed())
         )
         return {
             "spark_ready_s": round(ready_s, 1),
@@ -205,8 +211,9 @@ def run_live(
             "by_topic": report.counts,
             "achieved_rate": round(report.rate, 1),
             "drain_s": round(drain.elapsed(), 1),
-            "closing_batch_ran": closed,
-            "last_batch_ids": {b["name"]: b["batchId"] for b in batches},
+            "final_watermark_reached": final,
+            "batches": {n: len(executed_batches(progress_list(q)))
+                        for n, q in jobs.queries.items()},
         }
     finally:
         if jobs is not None:

@@ -423,8 +423,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     overrides = {
         "experiments": EXPERIMENTS,
         "jobs": {"trigger": args.trigger, "max_records_per_trigger": args.limit},
-        # keep every batch's progress, not only the last 100
-        "spark": {"conf": {"spark.sql.streaming.numRecentProgressUpdates": "100000"}},
     }
     with sandbox("throughput") as box:
         settings = bench_settings(box, overrides)

@@ -9,6 +9,7 @@ everything it started. Durations are compressed so windows close within a minute
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from contextlib import ExitStack
@@ -54,11 +55,30 @@ def _offsets_lag(progress: dict[str, Any]) -> int | None:
     """Messages in the job's topics not yet read: latest offsets minus the batch's end."""
     lag = 0
     for source in progress.get("sources", []):
-        latest, end = source.get("latestOffset"), source.get("endOffset")
-        if not isinstance(latest, dict) or not isinstance(end, dict):
+        latest, end = (_as_dict(source.get(name)) for name in ("latestOffset", "endOffset"))
+        if latest is None or end is None:
             return None
         lag += sum(max(0, int(n) - int(end.get(key, 0))) for key, n in latest.items())
     return lag
+
+
+def _as_dict(value: Any) -> dict[str, Any] | None:
+    """Offsets as a dict; PySpark hands them over as JSON text or as a dict."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    return value if isinstance(value, dict) else None
+
+
+def _drain_then_stop(query: Any, seconds: float = 30.0) -> None:
+    """Let the running micro-batch finish (traffic is already stopped), then stop the query;
+    interrupting a batch mid-way makes Spark print long, harmless stack traces."""
+    drained = threading.Thread(target=query.processAllAvailable, daemon=True)
+    drained.start()
+    drained.join(seconds)
+    query.stop()
 
 
 def _fmt_ms(ms: int | None) -> str:
@@ -145,7 +165,7 @@ def run_demo(settings: Settings, rate: float = 2000.0, seconds: float | None = N
             spark.streams.addListener(ProgressFileListener(settings, name))
             query, sink = start_job(spark, settings, name)
             queries[name] = query
-            stack.callback(query.stop)
+            stack.callback(_drain_then_stop, query)
             if hasattr(sink, "close"):
                 stack.callback(sink.close)
         stack.callback(generator.join, 30)  # stop traffic first, then jobs, Spark, broker
