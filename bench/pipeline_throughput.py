@@ -33,6 +33,7 @@ from bench.common import (
     batch_end_s,
     bench_settings,
     executed_batches,
+    load_average,
     machine_info,
     percentiles,
     progress_list,
@@ -448,6 +449,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "jobs": {name: job_report(run, name) for name in JOBS},
         "python_ceiling": ceiling,
     }
+    machine["load_average_at_end"] = load_average()
     path = result_path(NAME, args.out)
     write_result(path, result)
     print("\n".join(summary_lines(result)))

@@ -174,8 +174,14 @@ def _check_known(tree: Mapping[str, Any]) -> None:
 
 
 def _duration(tree: Mapping[str, Any], section: str, key: str, minimum: int = 0) -> int:
+    raw = tree[section][key]
+    if isinstance(raw, int | float) and not isinstance(raw, bool) and raw != 0:
+        raise ConfigError(
+            f"{section}.{key}: {raw!r} has no unit; write e.g. {raw}s or {raw}ms (units ms, s, "
+            "m, h, d), ISO 8601 like PT15M, or 0"
+        )
     try:
-        value = parse_duration_ms(tree[section][key])
+        value = parse_duration_ms(raw)
     except DurationError as exc:
         raise ConfigError(f"{section}.{key}: {exc}") from exc
     if value < minimum:

@@ -12,8 +12,13 @@ from typing import Any
 import orjson
 
 LONG = "long"
+TIME_MS = "time_ms"  # a long that must be a plausible epoch-millisecond time
 STRING = "string"
 BOOL = "bool"
+
+# Event times outside [1970, 10000) are rejected: they would overflow Spark's timestamp
+# conversion or drag the watermark years ahead (e.g. microseconds sent as milliseconds).
+MAX_TIME_MS = 253_402_300_799_999
 
 
 class RecordError(ValueError):
@@ -65,6 +70,13 @@ def _check_type(name: str, kind: str, value: Any) -> Any:
         if not -(2**63) <= value < 2**63:
             raise RecordError(f"field {name!r} is out of the 64-bit range")
         return value
+    if kind == TIME_MS:
+        value = _check_type(name, LONG, value)
+        if not 0 <= value <= MAX_TIME_MS:
+            raise RecordError(
+                f"field {name!r} is not an epoch time in milliseconds (1970 to 9999): {value}"
+            )
+        return value
     if kind == STRING:
         if not isinstance(value, str):
             raise RecordError(f"field {name!r} must be a string, got {_json_type(value)}")
@@ -92,15 +104,18 @@ def _json_type(value: Any) -> str:
     return type(value).__name__
 
 
-EVENT = RecordSpec("events", (("user_id", LONG), ("event_type", STRING), ("ts", LONG)))
+EVENT = RecordSpec("events", (("user_id", LONG), ("event_type", STRING), ("ts", TIME_MS)))
 ACTIVATION = RecordSpec(
     "experiment_activations",
-    (("user_id", LONG), ("experiment_hash", STRING), ("experiment_group", STRING), ("ts", LONG)),
+    (
+        ("user_id", LONG), ("experiment_hash", STRING), ("experiment_group", STRING),
+        ("ts", TIME_MS),
+    ),
 )
 FILTERED_EVENT = RecordSpec("filtered_events", EVENT.fields)
 FILTERED_ACTIVATION = RecordSpec(
     "filtered_experiment_activations",
-    (*ACTIVATION.fields, ("group_ramp_time", LONG), ("is_control", BOOL)),
+    (*ACTIVATION.fields, ("group_ramp_time", TIME_MS), ("is_control", BOOL)),
 )
 
 SPECS: dict[str, RecordSpec] = {

@@ -6,16 +6,11 @@ dropped again before the stateful step: Spark still tracks the query's watermark
 inputs) and fires event-time timers, while transformWithState receives every row and decides
 lateness itself from `timerValues.getCurrentWatermarkInMs()`.
 
-The driver-side sink needs the same watermark: Spark writes it into the offset log entry of a
-batch before running it, so `batch_watermark_ms` reads the exact value the batch used, also
-when a crashed batch is replayed.
+The driver-side sink needs the same watermark: `checkpoint.batch_watermark_ms` reads it.
 """
 
 from __future__ import annotations
 
-import json
-
-import pyarrow.fs as pafs
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -38,21 +33,3 @@ def with_event_time(df: DataFrame, ts_ms: str | Column, lateness_ms: int) -> Dat
 
 def _interval_text(ms: int) -> str:
     return f"{ms} milliseconds"
-
-
-def batch_watermark_ms(checkpoint: str, batch_id: int) -> int:
-    """The event-time watermark Spark used for `batch_id`, read from the checkpoint's offset log."""
-    filesystem, path = pafs.FileSystem.from_uri(_as_uri(checkpoint))
-    with filesystem.open_input_stream(f"{path.rstrip('/')}/offsets/{batch_id}") as stream:
-        lines = stream.read().decode("utf-8").splitlines()
-    if len(lines) < 2:
-        raise RuntimeError(f"offset log entry {batch_id} under {checkpoint} is incomplete")
-    return int(json.loads(lines[1]).get("batchWatermarkMs", 0))
-
-
-def _as_uri(location: str) -> str:
-    if "://" in location:
-        return location
-    import os
-
-    return "file://" + os.path.abspath(location)

@@ -28,10 +28,11 @@ from spark_jobs.contracts import (
 )
 from spark_jobs.domain.group_windows import GroupWindows, MetricRow
 from spark_jobs.domain.user_metrics import Delta, MetricParams
-from spark_jobs.jobs.event_time import batch_watermark_ms, with_event_time
+from spark_jobs.jobs.checkpoint import batch_watermark_ms
+from spark_jobs.jobs.event_time import with_event_time
 from spark_jobs.jobs.outputs import BatchOutputs, rows_of_kind
 from spark_jobs.kafka.source import read_topic
-from spark_jobs.lake.delta import merge_once, read_arrow, table_exists
+from spark_jobs.lake.delta import merge_once, read_arrow, table_exists, transaction_version
 from spark_jobs.operators.user_metrics import (
     METRIC_DELTA_SCHEMA,
     SOURCE_ACTIVATION,
@@ -135,25 +136,31 @@ class MetricsSink:
         self.outputs = BatchOutputs(settings, NAME)
         self.table_uri = settings.lake.table(TABLE_EXPERIMENT_METRICS)
         self.checkpoint = settings.lake.checkpoint(NAME)
-        experiments = settings.experiments
-        self.windows = GroupWindows.resume(
+        self.windows: GroupWindows | None = None
+
+    def _resume(self) -> GroupWindows:
+        """Running totals from the rows this checkpoint lineage wrote; none for a new one
+        (its recomputation then overwrites older rows through the upsert)."""
+        experiments = self.settings.experiments
+        ours = transaction_version(self.table_uri, self.outputs.app_id) is not None
+        return GroupWindows.resume(
             experiments.period_ms, experiments.window_ms, experiments.critical_event_types,
-            read_metric_rows(self.table_uri),
+            read_metric_rows(self.table_uri) if ours else [],
         )
-        self.last_watermark_ms = 0
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         table = batch.toArrow()  # always run the plan: its state stores must commit on replay
         if self.outputs.committed(TABLE_EXPERIMENT_METRICS, batch_id):
             return
+        if self.windows is None:
+            self.windows = self._resume()
         watermark = batch_watermark_ms(self.checkpoint, batch_id)
         self.outputs.dead_letters(table, batch_id)
         rows = self.windows.apply(deltas_of(table), watermark)
-        self.last_watermark_ms = watermark
         if rows:
             merge_once(
-                self.table_uri, metrics_table(rows, datetime.now(UTC)), PRIMARY_KEY, NAME,
-                batch_id,
+                self.table_uri, metrics_table(rows, datetime.now(UTC)), PRIMARY_KEY,
+                self.outputs.app_id, batch_id,
             )
         self.outputs.maybe_compact(batch_id, (TABLE_EXPERIMENT_METRICS, TABLE_DEAD_LETTERS))
 

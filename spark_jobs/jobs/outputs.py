@@ -1,9 +1,10 @@
 """Driver-side micro-batch outputs shared by the jobs: Kafka topics, Delta tables, dead letters.
 
 A batch is collected once as Arrow and fanned out. Exactly-once comes from the Delta app
-transaction (job name, batch id); the Kafka side is at-least-once with an idempotent
-producer, and the consumers downstream de-duplicate a replayed batch. Records are produced
-in event-time order so a topic written from one batch is no more out of order than its input.
+transaction (job name and checkpoint lineage, batch id); the Kafka side is at-least-once with
+an idempotent producer, and the consumers downstream de-duplicate a replayed batch. Records
+are produced in event-time order so a topic written from one batch is no more out of order
+than its input.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from confluent_kafka import Producer
 
 from spark_jobs.config import Settings
 from spark_jobs.contracts import TABLE_DEAD_LETTERS
+from spark_jobs.jobs.checkpoint import query_id
 from spark_jobs.kafka.producer import make_producer, produce_all
 from spark_jobs.lake.dead_letters import dead_letter_rows
 from spark_jobs.lake.delta import append_once, compact, transaction_version
@@ -45,6 +47,15 @@ class BatchOutputs:
         self.settings = settings
         self.job = job
         self._producer: Producer | None = None
+        self._app_id: str | None = None
+
+    @property
+    def app_id(self) -> str:
+        """Delta app-transaction id: the job and its checkpoint lineage (see checkpoint.py)."""
+        if self._app_id is None:
+            lineage = query_id(self.settings.lake.checkpoint(self.job))
+            self._app_id = f"{self.job}@{lineage}"
+        return self._app_id
 
     @property
     def producer(self) -> Producer:
@@ -57,7 +68,7 @@ class BatchOutputs:
 
     def committed(self, table: str, batch_id: int) -> bool:
         """True when this job already committed batch_id to `table` (a replayed batch)."""
-        version = transaction_version(self.table_uri(table), self.job)
+        version = transaction_version(self.table_uri(table), self.app_id)
         return version is not None and version >= batch_id
 
     def publish(self, topic: str, table: pa.Table, fields: Sequence[str]) -> int:
@@ -83,11 +94,11 @@ class BatchOutputs:
             raw_value=dead["raw_value"].to_pylist(),
             reason=dead["reason"].to_pylist(),
         )
-        append_once(self.table_uri(TABLE_DEAD_LETTERS), rows, self.job, batch_id)
+        append_once(self.table_uri(TABLE_DEAD_LETTERS), rows, self.app_id, batch_id)
         return dead.num_rows
 
     def append(self, table_name: str, data: pa.Table, batch_id: int) -> bool:
-        return append_once(self.table_uri(table_name), data, self.job, batch_id)
+        return append_once(self.table_uri(table_name), data, self.app_id, batch_id)
 
     def deliver_accepted(
         self, table: pa.Table, batch_id: int, topic: str, fields: Sequence[str],
@@ -98,7 +109,9 @@ class BatchOutputs:
         accepted = rows_of_kind(table, "ok")
         self.publish(topic, accepted, fields)
         self.dead_letters(table, batch_id)
-        self.append(raw_table, accepted.select(list(raw_schema.names)).cast(raw_schema), batch_id)
+        if accepted.num_rows:  # an empty batch needs no commit: its replay writes nothing
+            raw = accepted.select(list(raw_schema.names)).cast(raw_schema)
+            self.append(raw_table, raw, batch_id)
         self.maybe_compact(batch_id, (raw_table, TABLE_DEAD_LETTERS))
 
     def maybe_compact(self, batch_id: int, tables: Sequence[str]) -> None:
@@ -115,6 +128,7 @@ class BatchOutputs:
     def close(self) -> None:
         if self._producer is not None:
             self._producer.flush(30)
+            self._producer = None
 
 
 def select_columns(table: pa.Table, columns: dict[str, str], types: dict[str, Any]) -> pa.Table:

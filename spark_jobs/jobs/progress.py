@@ -16,6 +16,8 @@ from pyspark.sql.streaming import StreamingQueryListener
 
 from spark_jobs.config import Settings
 
+HISTORY_MAX_BYTES = 20 << 20
+
 
 def progress_dir(settings: Settings) -> Path:
     return Path(settings.lake.root) / "_progress"
@@ -47,8 +49,11 @@ class ProgressFileListener(StreamingQueryListener):
         temp.write_text(text)
         os.replace(temp, target)
         if self.keep_history:
-            with (self.folder / f"{self.job}.jsonl").open("a") as history:
-                history.write(text + "\n")
+            history = self.folder / f"{self.job}.jsonl"
+            if history.exists() and history.stat().st_size > HISTORY_MAX_BYTES:
+                os.replace(history, history.with_suffix(".jsonl.1"))  # keep one older file
+            with history.open("a") as out:
+                out.write(text + "\n")
 
     def onQueryStarted(self, event: Any) -> None:
         if event.name != self.job:

@@ -21,7 +21,7 @@ from spark_jobs.config import Settings
 from spark_jobs.contracts import EXPERIMENT_TOPICS
 from spark_jobs.jobs import experiment_metrics, filter_activations, filter_events
 from spark_jobs.jobs.progress import ProgressFileListener
-from spark_jobs.kafka.admin import ensure_topics
+from spark_jobs.kafka.admin import check_kafka, ensure_topics
 from spark_jobs.spark_session import build_session
 
 log = logging.getLogger(__name__)
@@ -82,8 +82,13 @@ def start_job(
 
 
 def run_job(settings: Settings, name: str, available_now: bool = False) -> None:
-    """Run until the query ends (available-now) or a stop signal arrives; raise on failure."""
+    """Run until the query ends (available-now) or a stop signal arrives; raise on failure.
+
+    The signal handler only sets a flag: py4j calls from a handler while the main thread waits
+    in the JVM can deadlock, so the main loop polls and stops the query itself.
+    """
     job_spec(name)
+    check_kafka(settings.kafka)
     spark = build_session(settings, app_name=f"tideline-{name}")
     spark.streams.addListener(ProgressFileListener(settings, name))
     query, sink = start_job(spark, settings, name, available_now)
@@ -92,12 +97,13 @@ def run_job(settings: Settings, name: str, available_now: bool = False) -> None:
     def stop(signum: int, _frame: Any) -> None:
         log.info("signal %s: stopping %s", signum, name)
         stopping.set()
-        query.stop()
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     try:
-        query.awaitTermination()
+        while not query.awaitTermination(1):
+            if stopping.is_set():
+                query.stop()
     finally:
         close = getattr(sink, "close", None)
         if close:

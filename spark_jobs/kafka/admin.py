@@ -24,6 +24,20 @@ class TopicNotFoundError(RuntimeError):
     """The topic does not exist on the cluster."""
 
 
+def check_kafka(kafka: KafkaSettings, timeout_s: float = 10.0) -> None:
+    """Fail at start, with what to fix, when the configured Kafka cannot be reached."""
+    from spark_jobs.config import ConfigError
+
+    try:
+        admin_client(kafka).list_topics(timeout=timeout_s)
+    except KafkaException as exc:
+        raise ConfigError(
+            f"cannot reach Kafka at {kafka.bootstrap!r} within {timeout_s:g} s "
+            f"({exc.args[0].str() if exc.args else exc}); check kafka.bootstrap and "
+            "kafka.client, or start the embedded broker with `tideline broker`"
+        ) from None
+
+
 def admin_client(kafka: KafkaSettings) -> AdminClient:
     return AdminClient(client_config(kafka))
 

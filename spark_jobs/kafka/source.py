@@ -41,7 +41,15 @@ from pyspark.sql.types import (
 )
 
 from spark_jobs.config import KafkaSettings
-from spark_jobs.domain.records import BOOL, LONG, SPECS, STRING, RecordError, RecordSpec
+from spark_jobs.domain.records import (
+    BOOL,
+    LONG,
+    SPECS,
+    STRING,
+    TIME_MS,
+    RecordError,
+    RecordSpec,
+)
 from spark_jobs.kafka.admin import beginning_offsets, end_offsets
 from spark_jobs.kafka.client import client_config
 from spark_jobs.kafka.event_time_split import align_on_event_time
@@ -53,8 +61,12 @@ DEFAULT_READ_TIMEOUT_MS = 120_000
 BATCH_ROWS = 10_000  # rows per Arrow batch handed to Spark
 CHUNK = 5_000  # messages per consume() call
 
-_SPARK_TYPES: dict[str, DataType] = {LONG: LongType(), STRING: StringType(), BOOL: BooleanType()}
-_ARROW_TYPES: dict[str, pa.DataType] = {LONG: pa.int64(), STRING: pa.string(), BOOL: pa.bool_()}
+_SPARK_TYPES: dict[str, DataType] = {
+    LONG: LongType(), TIME_MS: LongType(), STRING: StringType(), BOOL: BooleanType()
+}
+_ARROW_TYPES: dict[str, pa.DataType] = {
+    LONG: pa.int64(), TIME_MS: pa.int64(), STRING: pa.string(), BOOL: pa.bool_()
+}
 
 RAW_SCHEMA = StructType(
     [

@@ -21,7 +21,7 @@ from spark_jobs.broker import EmbeddedBroker
 from spark_jobs.config import load_settings
 from spark_jobs.domain.periods import RampRow
 from spark_jobs.generator import MALFORMED, TrafficSpec, generate, produce
-from spark_jobs.jobs.event_time import batch_watermark_ms
+from spark_jobs.jobs.checkpoint import batch_watermark_ms, query_id
 from spark_jobs.jobs.runner import start_job
 from spark_jobs.lake.delta import read_arrow, transaction_version
 from spark_jobs.metadata import add_ramps
@@ -151,22 +151,26 @@ def test_sigkilled_metrics_job_resumes_without_loss_or_duplicates(pipeline):
     }))
     log = root / "crash_job.log"
     table = settings.lake.table("experiment_metrics")
+    checkpoint = settings.lake.checkpoint("experiment_metrics")
 
     job = _start_metrics_job(config, log)
     try:
         deadline = time.monotonic() + 240
-        while (transaction_version(table, "experiment_metrics") or -1) < 3:
+        app_id = None
+        while app_id is None or (transaction_version(table, app_id) or -1) < 3:
+            if app_id is None and Path(checkpoint, "metadata").exists():
+                app_id = f"experiment_metrics@{query_id(checkpoint)}"
             assert job.poll() is None, log.read_text()[-3000:]
             assert time.monotonic() < deadline, "metrics job made no progress"
             time.sleep(0.2)
     finally:
         os.killpg(job.pid, signal.SIGKILL)
         job.wait(30)
-    killed_at = transaction_version(table, "experiment_metrics")
+    killed_at = transaction_version(table, app_id)
 
     job = _start_metrics_job(config, log)
     assert job.wait(300) == 0, log.read_text()[-3000:]
-    assert transaction_version(table, "experiment_metrics") > killed_at
+    assert transaction_version(table, app_id) > killed_at
     resumed = _metrics(settings)
     assert not resumed.duplicated(KEY).any()
     pd.testing.assert_frame_equal(resumed, _metrics(pipeline["settings"]))

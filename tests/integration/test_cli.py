@@ -79,6 +79,16 @@ def test_bad_arguments_and_configuration_exit_nonzero_with_one_line(
     assert len(lines) == 1 and message in lines[0]
 
 
+def test_job_run_with_unreachable_kafka_fails_at_start_with_what_to_fix(tmp_path: Path) -> None:
+    result = _tideline(
+        "job", "run", "filter_events", lake=tmp_path, TIDELINE_KAFKA__BOOTSTRAP="127.0.0.1:9"
+    )
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "cannot reach Kafka at '127.0.0.1:9'" in lines[0]
+    assert "kafka.bootstrap" in lines[0]
+
+
 def test_bad_ramps_csv_names_file_line_and_field(tmp_path: Path) -> None:
     ramps = tmp_path / "bad.csv"
     ramps.write_text(

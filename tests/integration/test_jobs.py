@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import time
 
 import pandas as pd
@@ -97,6 +98,11 @@ def test_filter_events_keeps_critical_caps_spammers_and_routes_bad_records(
     dead = _table(settings, "dead_letters")
     assert (dead.reason == "late").sum() == 1
     assert len(_table(settings, "raw_events")) == 5
+
+    # a deleted checkpoint starts a new lineage: its batches are written, not skipped
+    shutil.rmtree(settings.lake.checkpoint("filter_events"))
+    run_now(settings, "filter_events")
+    assert len(_table(settings, "raw_events")) == 2 * 5 + 1  # read again from the start
 
 
 def test_filter_activations_keeps_snapshot_periods_and_sees_new_snapshots(

@@ -122,12 +122,15 @@ def test_comma_separated_event_types_also_work():
     assert s.experiments.critical_event_types == ("click", "save")
 
 
-def test_int_duration_from_env_is_milliseconds():
-    """`TIDELINE_EXPERIMENTS__LATENESS=0` is YAML int 0: a zero lateness, not an error."""
+def test_bare_zero_is_a_duration_but_other_bare_numbers_need_a_unit():
+    """`TIDELINE_EXPERIMENTS__LATENESS=0` is YAML int 0: a zero lateness, not an error; the
+    contract has no unit-less durations, so `900` is refused instead of read as 900 ms."""
     s = load_settings(environ={"TIDELINE_EXPERIMENTS__LATENESS": "0"})
     assert s.experiments.lateness_ms == 0
-    s = load_settings(environ={"TIDELINE_EXPERIMENTS__WINDOW": "60000"})
-    assert s.experiments.window_ms == MINUTE
+    message = assert_config_error(
+        "experiments.window", environ={"TIDELINE_EXPERIMENTS__WINDOW": "60000"}
+    )
+    assert "no unit" in message
 
 
 def test_unrelated_env_vars_are_ignored():
@@ -254,7 +257,9 @@ def test_bad_duration_names_the_key(key, value):
     message = assert_config_error(
         key, environ={f"TIDELINE_{section.upper()}__{name.upper()}": value}
     )
-    assert "ms, s, m, h or d" in message or "negative" in message or "not a duration" in message
+    assert any(
+        hint in message for hint in ("ms, s, m, h or d", "negative", "not a duration", "no unit")
+    )
 
 
 @pytest.mark.parametrize(

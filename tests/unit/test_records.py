@@ -80,7 +80,7 @@ def test_filtered_activation_has_ramp_time_and_control_flag():
 @pytest.mark.parametrize("value", [-(2**63), 2**63 - 1, 0, -1])
 def test_64_bit_bounds_are_accepted(value):
     """Every signed 64-bit value is a valid long (Spark LongType), the bounds included."""
-    assert EVENT.decode(event(ts=value)) == (42, "click", value)
+    assert EVENT.decode(event(user_id=value)) == (value, "click", TS)
 
 
 def test_unicode_strings_survive():
@@ -217,3 +217,13 @@ def test_spec_for_unknown_name_lists_the_known_ones():
     """A typo in a topic name fails with the valid choices."""
     with pytest.raises(ValueError, match=r"no record spec 'evnts'.*events"):
         spec_for("evnts")
+
+
+def test_event_time_outside_epoch_millisecond_range_is_rejected():
+    """ts would overflow Spark's timestamp conversion or push the watermark years ahead."""
+    from spark_jobs.domain.records import EVENT, MAX_TIME_MS
+
+    assert EVENT.decode(f'{{"user_id": 1, "event_type": "click", "ts": {MAX_TIME_MS}}}')
+    for ts in (-1, MAX_TIME_MS + 1, 9223372036854775807, 1_767_225_600_000_000):
+        with pytest.raises(RecordError, match="epoch time in milliseconds"):
+            EVENT.decode(f'{{"user_id": 1, "event_type": "click", "ts": {ts}}}')

@@ -1,0 +1,35 @@
+"""What a foreachBatch sink reads from its query's checkpoint.
+
+- The watermark of a batch: Spark writes it into the offset log entry before running the
+  batch, so the sink sees the exact value the stateful operators used, also on a replay.
+- The query id, stable across restarts of one checkpoint and new for a new checkpoint: the
+  sinks put it in their Delta app-transaction id, so a deleted checkpoint starts a new
+  lineage instead of having its batches skipped as "already committed".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pyarrow.fs as pafs
+
+
+def _read(checkpoint: str, name: str) -> str:
+    location = checkpoint if "://" in checkpoint else "file://" + os.path.abspath(checkpoint)
+    filesystem, path = pafs.FileSystem.from_uri(location)
+    with filesystem.open_input_stream(f"{path.rstrip('/')}/{name}") as stream:
+        return stream.read().decode("utf-8")
+
+
+def batch_watermark_ms(checkpoint: str, batch_id: int) -> int:
+    """The event-time watermark Spark used for `batch_id`, from the checkpoint's offset log."""
+    lines = _read(checkpoint, f"offsets/{batch_id}").splitlines()
+    if len(lines) < 2:
+        raise RuntimeError(f"offset log entry {batch_id} under {checkpoint} is incomplete")
+    return int(json.loads(lines[1]).get("batchWatermarkMs", 0))
+
+
+def query_id(checkpoint: str) -> str:
+    """The id Spark gave the query when this checkpoint was created."""
+    return str(json.loads(_read(checkpoint, "metadata"))["id"])
