@@ -89,6 +89,7 @@ class SnapshotFrame:
                  float(r.allocation_pct), r.is_control)
                 for r in read_snapshot(self.watcher.path)
             ]
+            self._frame.unpersist()
             self._frame = self.spark.createDataFrame(rows, SNAPSHOT_SCHEMA).cache()
             self._path = self.watcher.path
         return self._frame

@@ -373,24 +373,39 @@ class TidelineKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailable
         if target is not None:
             ends = {p: max(begin[p], min(e, target.get(p, begin[p]))) for p, e in ends.items()}
         available = {p: ends[p] - begin[p] for p in ends}
-        if isinstance(limit, ReadMaxRows) and sum(available.values()) > limit.max_rows:
-            return self._limited_ends(begin, ends, limit.max_rows)
-        return self._sorted(ends)
+        limited = isinstance(limit, ReadMaxRows) and sum(available.values()) > limit.max_rows
+        planned = ends
+        if limited:
+            take = split_limit(available, limit.max_rows)
+            planned = {p: begin[p] + take[p] for p in ends}
+        if limited or len(self.options.topics) > 1:
+            planned = self._aligned(begin, planned, available)
+        return self._sorted(planned)
 
-    def _limited_ends(
-        self, begin: dict[str, int], ends: dict[str, int], limit: int
+    def _aligned(
+        self, begin: dict[str, int], planned: dict[str, int], available: dict[str, int]
     ) -> dict[str, int]:
-        """Proportional first guess, then cut back to a common event time (event_time_split)."""
-        take = split_limit({p: ends[p] - begin[p] for p in ends}, limit)
-        planned = {p: begin[p] + take[p] for p in ends}
+        """Cut the plan back to the slowest topic's event time (see event_time_split)."""
+        topic_of = self._topic_of
+        exhausted: set[str] = set()
+        if self._target is not None:  # available-now: a topic with nothing left never will
+            exhausted = {topic_of(p) for p in planned} - {
+                topic_of(p) for p, n in available.items() if n > 0
+            }
+        idle = {topic_of(p) for p in planned} - {topic_of(p) for p, n in available.items() if n}
+        first = self._beginnings() if idle - exhausted else {}
         fields = {
             topic: "ts" if spec is not None and "ts" in spec.field_names else None
             for topic in self.options.topics
             for spec in [self.options.spec_of(topic)]
         }
         with RecordProbe(self.options.kafka, self.options.split_key, fields) as probe:
-            aligned = align_on_event_time(begin, planned, probe.event_times)
-        return self._sorted(aligned)
+            return align_on_event_time(
+                begin, planned, probe.event_times, topic_of, exhausted, first
+            )
+
+    def _topic_of(self, key: str) -> str:
+        return self.options.split_key(key)[0]
 
     def _full_start(self, start: Mapping[str, int], ends: Mapping[str, int]) -> dict[str, int]:
         """Start offsets for every partition; partitions added later start at their beginning."""

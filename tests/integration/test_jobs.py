@@ -177,7 +177,7 @@ def test_experiment_metrics_counts_events_arriving_before_their_activation(
     # one watermark over both topics: 40m - 1m => every window of the 30m period is closed
     assert sorted(set(metrics.window_end - BASE)) == [w * M for w in (5, 10, 15, 20, 25, 30)]
     assert len(metrics) == 2 * 6 * 4  # groups x windows x critical types, zeros included
-    rows = metrics.set_index(["experiment_group", "event_type", "window_end"])
+    rows = metrics.set_index(["experiment_group", "event_type", "window_end"]).sort_index()
     treatment_click = rows.loc[("treatment", "click")]
     assert list(treatment_click.volume) == [1, 2, 2, 2, 2, 2]
     assert list(treatment_click.volume_sum_squares) == [1, 4, 4, 4, 4, 4]
@@ -199,5 +199,5 @@ def test_experiment_metrics_counts_events_arriving_before_their_activation(
     assert list(dead.reason) == ["late"]
     after = _table(settings, "experiment_metrics").set_index(
         ["experiment_group", "event_type", "window_end"]
-    )
+    ).sort_index()
     assert list(after.loc[("control", "save")].triggered_users) == [1, 1, 1, 1, 1, 2]

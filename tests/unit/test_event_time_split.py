@@ -43,4 +43,46 @@ def test_out_of_order_records_still_give_a_cut_near_the_target():
 def test_single_partition_or_nothing_to_read_is_left_alone():
     probe, calls = _probe({"0": [1, 2, 3]})
     assert align_on_event_time({"0": 0}, {"0": 3}, probe) == {"0": 3}
-    assert calls == []
+    assert align_on_event_time({"0": 3}, {"0": 3}, probe) == {"0": 3}
+    assert len(calls) == 1  # nothing to read needs no probe
+
+
+def _topic(key: str) -> str:
+    return key.split("/")[0]
+
+
+def test_a_topic_ahead_waits_for_the_other_topic():
+    """filtered events ran ahead of filtered activations: cut back to the activations' time."""
+    times = {"e/0": list(range(0, 100)), "a/0": list(range(0, 50, 5))}
+    probe, _ = _probe(times)
+    aligned = align_on_event_time(
+        {"e/0": 0, "a/0": 0}, {"e/0": 100, "a/0": 10}, probe, _topic
+    )
+    assert aligned == {"e/0": 46, "a/0": 10}  # activations reached t=45
+
+
+def test_a_topic_with_nothing_new_holds_the_others_at_its_last_record():
+    times = {"e/0": list(range(0, 100)), "a/0": list(range(0, 50, 5))}
+    probe, _ = _probe(times)
+    aligned = align_on_event_time(
+        {"e/0": 20, "a/0": 10}, {"e/0": 100, "a/0": 10}, probe, _topic, first={"a/0": 0}
+    )
+    assert aligned == {"e/0": 46, "a/0": 10}  # last activation read has t=45
+
+
+def test_an_exhausted_topic_does_not_hold_an_available_now_run_back():
+    times = {"e/0": list(range(0, 100)), "a/0": list(range(0, 50, 5))}
+    probe, _ = _probe(times)
+    aligned = align_on_event_time(
+        {"e/0": 20, "a/0": 10}, {"e/0": 100, "a/0": 10}, probe, _topic, exhausted={"a"}
+    )
+    assert aligned == {"e/0": 100, "a/0": 10}
+
+
+def test_a_topic_that_never_had_data_stops_the_others_until_it_has():
+    times = {"e/0": list(range(0, 100)), "a/0": []}
+    probe, _ = _probe(times)
+    aligned = align_on_event_time(
+        {"e/0": 0, "a/0": 0}, {"e/0": 100, "a/0": 0}, probe, _topic, first={"a/0": 0}
+    )
+    assert aligned == {"e/0": 0, "a/0": 0}
