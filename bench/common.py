@@ -41,6 +41,8 @@ JOB_INPUTS = {
     METRICS: (TOPIC_FILTERED_EVENTS, TOPIC_FILTERED_ACTIVATIONS),
 }
 POLL_S = 0.25
+REPORT_EVERY_S = 30.0
+STALL_S = 300.0  # far longer than any batch seen on 2 cores, first batches included
 Progress = dict[str, Any]
 
 
@@ -176,20 +178,36 @@ def executed_batches(progresses: Iterable[Progress]) -> list[Progress]:
     return [by_id[k] for k in sorted(by_id)]
 
 
+class StalledError(RuntimeError):
+    """No job read anything for a long time although input was left: waiting is pointless."""
+
+
 def wait_until_drained(
-    jobs: RunningJobs, settings: Settings, timeout_s: float
+    jobs: RunningJobs, settings: Settings, timeout_s: float, names: Sequence[str] = JOBS,
+    stall_s: float = STALL_S,
 ) -> dict[str, Progress]:
-    """The first batch of each job that read its whole input. The filters' input is what the
-    input topics hold now (nothing may be producing); the metrics job's input is what the
-    filters had written once both were done."""
+    """The first batch of each named job that read its whole input. The filters' input is
+    what the input topics hold now (nothing may be producing); the metrics job's input is
+    what the filters had written once both were done."""
     targets = {name: offset_targets(settings.kafka, JOB_INPUTS[name]) for name in FILTERS}
     done: dict[str, Progress] = {}
     deadline = time.monotonic() + timeout_s
-    while len(done) < len(JOBS):
+    next_report = time.monotonic() + REPORT_EVERY_S
+    read, moved = offsets_read(jobs), time.monotonic()
+    while not all(name in done for name in names):
         jobs.check()
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"not drained after {timeout_s:.0f} s; done: {sorted(done)}")
-        if METRICS not in targets and all(name in done for name in FILTERS):
+        now = time.monotonic()
+        if now > deadline:
+            raise TimeoutError(f"not drained after {timeout_s:.0f} s; {status_line(jobs)}")
+        if offsets_read(jobs) != read:
+            read, moved = offsets_read(jobs), now
+        elif now - moved > stall_s:
+            raise StalledError(f"no job read anything for {stall_s:.0f} s with input left; "
+                               f"{status_line(jobs)}")
+        if now > next_report:
+            print(f"  waiting: {status_line(jobs)}", file=sys.stderr, flush=True)
+            next_report += REPORT_EVERY_S
+        if METRICS in names and METRICS not in targets and all(n in done for n in FILTERS):
             targets[METRICS] = offset_targets(settings.kafka, JOB_INPUTS[METRICS])
         for name, target in targets.items():
             last = last_progress(jobs.queries[name])
@@ -199,6 +217,25 @@ def wait_until_drained(
                     done[name] = found
         time.sleep(POLL_S)
     return done
+
+
+def offsets_read(jobs: RunningJobs) -> dict[str, int]:
+    """Per job, the sum of the offsets its last batch read up to (0 before any batch)."""
+    read = {}
+    for name, query in jobs.queries.items():
+        last = last_progress(query)
+        read[name] = sum(end_offsets_of(last).values()) if last else 0
+    return read
+
+
+def status_line(jobs: RunningJobs) -> str:
+    """Each job's last batch and the offsets it has read, for a long wait."""
+    parts = []
+    for name, query in jobs.queries.items():
+        last = last_progress(query)
+        read = sum(end_offsets_of(last).values()) if last else 0
+        parts.append(f"{name} batch {last['batchId'] if last else '-'} at offset sum {read:,}")
+    return "; ".join(parts)
 
 
 def first_covering(progresses: Iterable[Progress], targets: Mapping[str, int]) -> Progress | None:

@@ -28,6 +28,8 @@ import numpy as np
 import pandas as pd
 
 from bench.common import (
+    FILTERS,
+    JOB_INPUTS,
     JOBS,
     METRICS,
     POLL_S,
@@ -35,10 +37,14 @@ from bench.common import (
     RunningJobs,
     Stopwatch,
     bench_settings,
+    end_offsets_of,
     executed_batches,
     iso_ms,
+    last_progress,
     load_average,
     machine_info,
+    offset_targets,
+    offsets_read,
     percentiles,
     progress_list,
     result_path,
@@ -66,6 +72,7 @@ RAMP_LEAD_IN = 0.35
 QS = (50, 90, 99)
 EPOCH = pd.Timestamp(0, tz="UTC")
 STEADY_STATUS = ("Waiting for data to arrive", "Waiting for next trigger")
+SETTLE_S = 5.0  # at least; else ten triggers without anything new to read
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -168,14 +175,24 @@ def wait_until_steady(jobs: RunningJobs, timeout_s: float = 300.0) -> None:
         time.sleep(POLL_S)
 
 
-def wait_for_final_watermark(jobs: RunningJobs, lateness_ms: int, timeout_s: float) -> bool:
-    """Until a metrics batch has run with the final watermark (max event time read minus
-    lateness), so every window it passes is in Delta; a batch after the last data batch
-    does that when the data moved the watermark. False on timeout."""
+def wait_until_settled(
+    jobs: RunningJobs, lateness_ms: int, settle_s: float, timeout_s: float
+) -> bool:
+    """Until the metrics job has read nothing new for settle_s and its last batch ran with
+    the final watermark of what it read, so every window that watermark passes is in Delta.
+
+    It need not read the filtered topics to the end: aligned on event time, it holds the
+    events after the last activation back until another activation arrives. False on
+    timeout."""
     deadline = time.monotonic() + timeout_s
+    read, moved = offsets_read(jobs)[METRICS], time.monotonic()
     while time.monotonic() < deadline:
         jobs.check()
-        if ran_with_final_watermark(progress_list(jobs.queries[METRICS]), lateness_ms):
+        now_read = offsets_read(jobs)[METRICS]
+        if now_read != read:
+            read, moved = now_read, time.monotonic()
+        settled = time.monotonic() - moved >= settle_s
+        if settled and ran_with_final_watermark(progress_list(jobs.queries[METRICS]), lateness_ms):
             return True
         time.sleep(POLL_S)
     return False
@@ -206,10 +223,13 @@ def run_live(
         _sleep_watching(jobs, minutes * 60)
         report = generator.stop()
         drain = Stopwatch()
-        wait_until_drained(jobs, settings, drain_s)
-        final = wait_for_final_watermark(
-            jobs, settings.experiments.lateness_ms, max(5.0, drain_s - drain.elapsed())
+        wait_until_drained(jobs, settings, drain_s, names=FILTERS)
+        settled = wait_until_settled(
+            jobs, settings.experiments.lateness_ms,
+            max(SETTLE_S, 10 * settings.jobs.trigger_ms / 1000),
+            max(5.0, drain_s - drain.elapsed()),
         )
+        unread = unread_by_metrics(jobs, settings)
         return {
             "spark_ready_s": round(ready_s, 1),
             "generator_started_at": generator.started_at,
@@ -217,7 +237,8 @@ def run_live(
             "by_topic": report.counts,
             "achieved_rate": round(report.rate, 1),
             "drain_s": round(drain.elapsed(), 1),
-            "final_watermark_reached": final,
+            "metrics_settled": settled,
+            "metrics_unread_at_end": unread,
             "batches": {n: len(executed_batches(progress_list(q)))
                         for n, q in jobs.queries.items()},
         }
@@ -225,6 +246,14 @@ def run_live(
         if jobs is not None:
             jobs.stop()
         spark.stop()
+
+
+def unread_by_metrics(jobs: RunningJobs, settings: Settings) -> int:
+    """Filtered records the metrics job had not read when the run ended (held back)."""
+    last = last_progress(jobs.queries[METRICS])
+    read = end_offsets_of(last) if last else {}
+    targets = offset_targets(settings.kafka, JOB_INPUTS[METRICS])
+    return sum(max(0, end - read.get(key, 0)) for key, end in targets.items())
 
 
 def _sleep_watching(jobs: RunningJobs, seconds: float) -> None:

@@ -23,6 +23,8 @@ from dataclasses import dataclass, replace
 from itertools import groupby
 from typing import Any
 
+import orjson
+
 from bench.common import (
     FILTERS,
     JOBS,
@@ -58,6 +60,7 @@ from spark_jobs.generator import HOUR_MS, TrafficSpec, generate
 NAME = "pipeline_throughput"
 DURATION_MS = 3 * HOUR_MS  # 4.5 periods of 40 min, 36 windows of 5 min
 SEED = 11
+RELEASE_EXPERIMENT = "bench_release"
 EXPERIMENTS = {
     "period": "40m", "window": "5m", "lateness": "1m", "dedup_ttl": "1m",
     "cap_per_user_hour": 300,
@@ -111,16 +114,53 @@ def preload(spec: TrafficSpec, settings: Settings) -> dict[str, Any]:
 
     ensure_topics(settings.kafka, EXPERIMENT_TOPICS, settings.kafka.partitions)
     report = produce(spec, settings, progress=False)
-    add_ramps(settings.metadata.url, [RampRow(**row) for row in spec.ramp_rows()])
+    release = release_records(spec, settings)
+    rows = [RampRow(**row) for row in spec.ramp_rows()] + [release_ramp(spec)]
+    add_ramps(settings.metadata.url, rows)
     publish_snapshot(settings, spec.start_ms + spec.duration_ms, None)
     return {
-        "messages": report.total(),
+        "messages": report.total() + 2,
         "by_topic": report.counts,
+        "release_records": release,
         "users": spec.n_users,
         "spammers": spec.n_spammers,
         "event_time_hours": spec.duration_ms / HOUR_MS,
         "produce_msg_per_s": round(report.rate),
     }
+
+
+def release_ramp(spec: TrafficSpec) -> Any:
+    """A bench-only experiment whose period holds the release records' event time."""
+    from spark_jobs.domain.periods import RampRow
+
+    ramp_ts = spec.start_ms + spec.duration_ms - spec.period_ms // 2
+    return RampRow(RELEASE_EXPERIMENT, "control", ramp_ts, 100.0, True)
+
+
+def release_records(spec: TrafficSpec, settings: Settings) -> dict[str, Any]:
+    """An event and an activation at the workload's last millisecond, produced last.
+
+    experiment_metrics reads both filtered topics aligned on event time, and a topic with
+    nothing new holds the other back at its last record's time until more arrives (only an
+    available-now run treats it as exhausted). Live traffic keeps both topics moving; a
+    finite pre-loaded input would leave whatever lies past the other topic's last record
+    unread forever. One record of a bench-only user and experiment at the same final event
+    time in each topic lets everything through.
+    """
+    from spark_jobs.kafka.producer import make_producer, produce_all
+
+    user = spec.user_id(spec.n_users + spec.n_spammers)  # after every generated user
+    ts = spec.start_ms + spec.duration_ms - 1
+    event = {"user_id": user, "event_type": spec.critical_event_types[0], "ts": ts}
+    activation = {"user_id": user, "experiment_hash": RELEASE_EXPERIMENT,
+                  "experiment_group": "control", "ts": ts}
+    producer = make_producer(settings.kafka)
+    try:
+        for topic, record in ((TOPIC_EVENTS, event), (TOPIC_ACTIVATIONS, activation)):
+            produce_all(producer, topic, [str(user)], [orjson.dumps(record)])
+    finally:
+        producer.close()
+    return {"event": event, "activation": activation}
 
 
 # ---------------------------------------------------------------- the timed run

@@ -42,6 +42,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "max_records_per_trigger": 200_000,
         "snapshot_refresh": "10s",
         "compact_every_batches": 50,
+        "idle_timeout": "30s",
     },
 }
 
@@ -99,6 +100,7 @@ class JobSettings:
     max_records_per_trigger: int
     snapshot_refresh_ms: int
     compact_every_batches: int
+    idle_timeout_ms: int
 
 
 @dataclass(frozen=True)
@@ -252,6 +254,7 @@ def build_settings(tree: Mapping[str, Any]) -> Settings:
             max_records_per_trigger=_positive_int(tree, "jobs", "max_records_per_trigger"),
             snapshot_refresh_ms=_duration(tree, "jobs", "snapshot_refresh", 1),
             compact_every_batches=_positive_int(tree, "jobs", "compact_every_batches"),
+            idle_timeout_ms=_duration(tree, "jobs", "idle_timeout", 1),
         ),
         raw=dict(tree),
     )

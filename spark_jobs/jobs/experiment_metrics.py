@@ -84,6 +84,7 @@ def build(spark: SparkSession, settings: Settings) -> DataFrame:
         spark, settings.kafka, (TOPIC_FILTERED_EVENTS, TOPIC_FILTERED_ACTIVATIONS),
         record=("filtered_events", "filtered_experiment_activations"),
         max_records_per_trigger=settings.jobs.max_records_per_trigger,
+        idle_timeout_ms=settings.jobs.idle_timeout_ms,
     )
     both = _as_input(with_event_time(both, "ts", settings.experiments.lateness_ms))
     return both.groupBy("user_id").transformWithState(

@@ -58,6 +58,9 @@ from spark_jobs.kafka.timestamps import RecordProbe
 SOURCE_NAME = "tideline_kafka"
 STARTING = ("earliest", "latest")
 DEFAULT_READ_TIMEOUT_MS = 120_000
+# A topic read together with others that has had nothing new for this long stops holding the
+# others back (Flink's "idleness"); safe while it is well below the watermark's lateness.
+DEFAULT_IDLE_TIMEOUT_MS = 30_000
 BATCH_ROWS = 10_000  # rows per Arrow batch handed to Spark
 CHUNK = 5_000  # messages per consume() call
 
@@ -108,6 +111,7 @@ class SourceOptions:
     max_records_per_trigger: int | None = None
     starting: str = "earliest"
     read_timeout_ms: int = DEFAULT_READ_TIMEOUT_MS
+    idle_timeout_ms: int = DEFAULT_IDLE_TIMEOUT_MS
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
@@ -155,6 +159,8 @@ class SourceOptions:
             starting=starting,
             read_timeout_ms=_positive(get("readTimeoutMs"), "readTimeoutMs")
             or DEFAULT_READ_TIMEOUT_MS,
+            idle_timeout_ms=_positive(get("idleTimeoutMs"), "idleTimeoutMs")
+            or DEFAULT_IDLE_TIMEOUT_MS,
         )
 
     @property
@@ -196,6 +202,7 @@ class SourceOptions:
             "client": json.dumps(self.client),
             "startingOffsets": self.starting,
             "readTimeoutMs": str(self.read_timeout_ms),
+            "idleTimeoutMs": str(self.idle_timeout_ms),
         }
         if self.record:
             out["record"] = self.record
@@ -323,6 +330,7 @@ class TidelineKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailable
         self.options = options
         self._target: dict[str, int] | None = None
         self._latest: dict[str, int] | None = None
+        self._last_new: dict[str, float] = {}  # monotonic time a topic last had new data
 
     # -- planning (driver) ---------------------------------------------------------------
 
@@ -387,12 +395,17 @@ class TidelineKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailable
     ) -> dict[str, int]:
         """Cut the plan back to the slowest topic's event time (see event_time_split)."""
         topic_of = self._topic_of
-        exhausted: set[str] = set()
+        now = time.monotonic()
+        with_new = {topic_of(p) for p, n in available.items() if n > 0}
+        for topic in self.options.topics:
+            if topic in with_new or topic not in self._last_new:
+                self._last_new[topic] = now
+        idle = {topic_of(p) for p in planned} - with_new
         if self._target is not None:  # available-now: a topic with nothing left never will
-            exhausted = {topic_of(p) for p in planned} - {
-                topic_of(p) for p, n in available.items() if n > 0
-            }
-        idle = {topic_of(p) for p in planned} - {topic_of(p) for p, n in available.items() if n}
+            exhausted = idle
+        else:
+            timeout_s = self.options.idle_timeout_ms / 1000
+            exhausted = {t for t in idle if now - self._last_new[t] > timeout_s}
         first = self._beginnings() if idle - exhausted else {}
         fields = {
             topic: "ts" if spec is not None and "ts" in spec.field_names else None
@@ -642,6 +655,7 @@ def read_topic(
     record: str | Sequence[str] | None = None,
     max_records_per_trigger: int | None = None,
     starting: str = "earliest",
+    idle_timeout_ms: int | None = None,
 ) -> DataFrame:
     """A streaming DataFrame of one or several topics read together (raw, or decoded with the
     record spec of each topic); several topics share one offset plan and one admission limit,
@@ -656,6 +670,7 @@ def read_topic(
                 max_records_per_trigger
             ),
             "startingOffsets": starting,
+            "idleTimeoutMs": "" if idle_timeout_ms is None else str(idle_timeout_ms),
         }
     )
     register(spark)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import time as clock
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -295,3 +296,46 @@ def test_uncommitted_batch_replays_the_same_range(
     assert key(again[last]) == key(first[last])
     newer = [row for batch_id, rows in again.items() if batch_id > last for row in rows]
     assert sorted(json.loads(r.value)["user_id"] for r in newer) == list(range(20, 25))
+
+
+def test_topics_read_together_wait_for_the_slower_one_until_it_is_idle(
+    kafka: KafkaSettings,
+) -> None:
+    """Two topics in one source: the one ahead in event time is cut back to the other's time,
+    and held there while the other has nothing new, until the idle timeout passes."""
+    ahead, behind = f"src-a-{uuid.uuid4().hex[:8]}", f"src-b-{uuid.uuid4().hex[:8]}"
+    ensure_topics(kafka, [ahead, behind], 2)
+    producer = make_producer(kafka)
+
+    def send(topic: str, times: range) -> None:
+        values = [json.dumps({"user_id": t, "event_type": "click", "ts": BASE_TS + t})
+                  for t in times]
+        produce_all(producer, topic, [str(t) for t in times], values)
+
+    send(ahead, range(0, 100))
+    send(behind, range(0, 50, 5))
+    options = SourceOptions.parse({
+        "bootstrap": kafka.bootstrap, "topic": f"{ahead},{behind}", "record": "events",
+        "idleTimeoutMs": "800",
+    })
+    reader = TidelineKafkaStreamReader(options)
+    start = reader.initialOffset()
+
+    def read_upto(end: dict[str, int], begin: dict[str, int]) -> list[int]:
+        rows = []
+        for part in reader.partitions(begin, end):
+            for batch in read_range(options, part):
+                rows += batch.column("ts").to_pylist()
+        return sorted(t - BASE_TS for t in rows)
+
+    got, begin = [], start
+    while (end := reader.latestOffset(begin, ReadAllAvailable())) != begin:
+        got += read_upto(end, begin)  # until `behind` is read and `ahead` is held at its time
+        begin = end
+    assert sorted(got) == sorted([*range(0, 46), *range(0, 50, 5)])
+    clock.sleep(1.0)  # `behind` has been idle longer than the timeout: stop waiting for it
+    rest = []
+    while (end := reader.latestOffset(begin, ReadAllAvailable())) != begin:
+        rest += read_upto(end, begin)
+        begin = end
+    assert sorted(rest) == list(range(46, 100))
