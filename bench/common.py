@@ -8,11 +8,13 @@ free port and writes into a fresh temporary lake: nothing it does can collide wi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -94,7 +96,18 @@ class RunningJobs:
             if query.exception() is not None:
                 raise RuntimeError(f"{name} failed: {query.exception()}")
 
-    def stop(self) -> None:
+    def stop(self, finish_s: float = 30.0) -> None:
+        """Let running batches finish (as the demo does: interrupting one mid-way makes
+        Spark print long stack traces), then stop every query and close its producer."""
+        waiters = [
+            threading.Thread(target=_finish_batches, args=(query,), daemon=True)
+            for query in self.queries.values()
+        ]
+        deadline = time.monotonic() + finish_s
+        for waiter in waiters:
+            waiter.start()
+        for waiter in waiters:
+            waiter.join(max(0.0, deadline - time.monotonic()))
         for name, query in self.queries.items():
             query.stop()
             sink = self.sinks[name]
@@ -102,6 +115,12 @@ class RunningJobs:
             if close is not None:
                 close()
             _close_producer(sink)
+
+
+def _finish_batches(query: Any) -> None:
+    """processAllAvailable, silent when the query already failed (check() reports that)."""
+    with contextlib.suppress(Exception):
+        query.processAllAvailable()
 
 
 def _close_producer(sink: Any) -> None:
@@ -188,7 +207,8 @@ def wait_until_drained(
 ) -> dict[str, Progress]:
     """The first batch of each named job that read its whole input. The filters' input is
     what the input topics hold now (nothing may be producing); the metrics job's input is
-    what the filters had written once both were done."""
+    what the filters had written once both were done. StalledError when no job has read
+    anything for stall_s: a held-back query would otherwise keep us waiting until timeout."""
     targets = {name: offset_targets(settings.kafka, JOB_INPUTS[name]) for name in FILTERS}
     done: dict[str, Progress] = {}
     deadline = time.monotonic() + timeout_s
@@ -199,8 +219,9 @@ def wait_until_drained(
         now = time.monotonic()
         if now > deadline:
             raise TimeoutError(f"not drained after {timeout_s:.0f} s; {status_line(jobs)}")
-        if offsets_read(jobs) != read:
-            read, moved = offsets_read(jobs), now
+        now_read = offsets_read(jobs)
+        if now_read != read:
+            read, moved = now_read, now
         elif now - moved > stall_s:
             raise StalledError(f"no job read anything for {stall_s:.0f} s with input left; "
                                f"{status_line(jobs)}")
@@ -230,12 +251,12 @@ def offsets_read(jobs: RunningJobs) -> dict[str, int]:
 
 def status_line(jobs: RunningJobs) -> str:
     """Each job's last batch and the offsets it has read, for a long wait."""
-    parts = []
-    for name, query in jobs.queries.items():
-        last = last_progress(query)
-        read = sum(end_offsets_of(last).values()) if last else 0
-        parts.append(f"{name} batch {last['batchId'] if last else '-'} at offset sum {read:,}")
-    return "; ".join(parts)
+    read = offsets_read(jobs)
+    return "; ".join(
+        f"{name} batch {(last_progress(query) or {}).get('batchId', '-')} "
+        f"at offset sum {read[name]:,}"
+        for name, query in jobs.queries.items()
+    )
 
 
 def first_covering(progresses: Iterable[Progress], targets: Mapping[str, int]) -> Progress | None:

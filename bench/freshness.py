@@ -182,8 +182,8 @@ def wait_until_settled(
     the final watermark of what it read, so every window that watermark passes is in Delta.
 
     It need not read the filtered topics to the end: aligned on event time, it holds the
-    events after the last activation back until another activation arrives. False on
-    timeout."""
+    events after the last activation back until another one arrives or jobs.idle_timeout
+    passes, and that tail cannot close a window of the run anyway. False on timeout."""
     deadline = time.monotonic() + timeout_s
     read, moved = offsets_read(jobs)[METRICS], time.monotonic()
     while time.monotonic() < deadline:
@@ -383,9 +383,9 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
         f"  of which waiting for event time to pass window end + lateness: "
         f"{p50_p99('wait_for_watermark_ms')}; pipeline after that: "
         f"{p50_p99('pipeline_overhead_ms')}",
-        "  A window is final only once the watermark (max event time - lateness) passes its",
-        "  end, so freshness is bounded below by window + lateness in event time for an event",
-        f"  at the window's start, lateness at its end (here {p50_p99('event_time_floor_ms')}).",
+        "  A window is final only once the watermark (max event time - lateness) passes its end,",
+        "  so freshness is bounded below by window + lateness in event time (for an event at the",
+        f"  window's start; lateness for one at its end; here {p50_p99('event_time_floor_ms')}).",
     ]
 
 

@@ -8,6 +8,8 @@ and experiment_metrics has read everything the filters wrote, so it includes the
 batches' warm-up. Per job it reports rows/s, batch durations, where batch time goes and the
 size of the state; then it replays the same clean rows through the pure per-user Python
 logic alone, to show how much of the metrics job's cost is Spark rather than Python.
+The input ends with one event and one activation of a bench-only user at the last event
+time, so that experiment_metrics never waits for an idle input topic (`release_records`).
 
     .venv/bin/python -m bench.pipeline_throughput [--messages N] [--users U] [--limit L]
 """
@@ -141,11 +143,12 @@ def release_records(spec: TrafficSpec, settings: Settings) -> dict[str, Any]:
     """An event and an activation at the workload's last millisecond, produced last.
 
     experiment_metrics reads both filtered topics aligned on event time, and a topic with
-    nothing new holds the other back at its last record's time until more arrives (only an
-    available-now run treats it as exhausted). Live traffic keeps both topics moving; a
-    finite pre-loaded input would leave whatever lies past the other topic's last record
-    unread forever. One record of a bench-only user and experiment at the same final event
-    time in each topic lets everything through.
+    nothing new holds the other back at its last record's time until more arrives or
+    jobs.idle_timeout (30 s) passes. Live traffic keeps both topics moving; with a finite
+    pre-loaded input the tail past the other topic's last record would wait for that
+    timeout (forever before the timeout existed), and the benchmark would time the wait.
+    One record of a bench-only user and experiment at the same final event time in each
+    topic lets everything through at once.
     """
     from spark_jobs.kafka.producer import make_producer, produce_all
 
