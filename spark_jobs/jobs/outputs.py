@@ -10,8 +10,7 @@ than its input.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import orjson
 import pyarrow as pa
@@ -129,12 +128,3 @@ class BatchOutputs:
         if self._producer is not None:
             self._producer.flush(30)
             self._producer = None
-
-
-def select_columns(table: pa.Table, columns: dict[str, str], types: dict[str, Any]) -> pa.Table:
-    """Rename/cast processor output columns into a table's schema (names: out -> in)."""
-    arrays = [table[src].cast(types[out]) for out, src in columns.items()]
-    return pa.Table.from_arrays(arrays, names=list(columns))
-
-
-BatchFunction = Callable[[Any, int], None]
