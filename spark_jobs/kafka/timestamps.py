@@ -32,7 +32,10 @@ class RecordProbe:
     ) -> None:
         self.split_key = split_key
         self.fields = dict(fields)
-        self.consumer = offsets_consumer(kafka)
+        # librdkafka otherwise backs off a whole second once its small queue holds one batch
+        self.consumer = offsets_consumer(
+            kafka, **{"fetch.queue.backoff.ms": 1, "fetch.error.backoff.ms": 10}
+        )
 
     def __enter__(self) -> RecordProbe:
         return self
