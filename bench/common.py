@@ -16,7 +16,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -325,3 +325,15 @@ class Stopwatch:
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
+
+
+def publish_result(
+    name: str, out: str | None, result: dict[str, Any],
+    summary: Callable[[dict[str, Any]], list[str]],
+) -> None:
+    """Stamp the end load average, write the JSON result and print the human summary."""
+    result["machine"]["load_average_at_end"] = load_average()
+    path = result_path(name, out)
+    write_result(path, result)
+    print("\n".join(summary(result)))
+    print(f"result: {path}")

@@ -41,17 +41,15 @@ from bench.common import (
     executed_batches,
     iso_ms,
     last_progress,
-    load_average,
     machine_info,
     offset_targets,
     offsets_read,
     percentiles,
     progress_list,
-    result_path,
+    publish_result,
     sandbox,
     start_jobs,
     wait_until_drained,
-    write_result,
 )
 from spark_jobs.config import Settings
 from spark_jobs.contracts import (
@@ -411,11 +409,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "run": run,
         "freshness": found,
     }
-    machine["load_average_at_end"] = load_average()
-    path = result_path(NAME, args.out)
-    write_result(path, result)
-    print("\n".join(summary_lines(result)))
-    print(f"result: {path}")
+    publish_result(NAME, args.out, result, summary_lines)
     return 0
 
 

@@ -37,15 +37,13 @@ from bench.common import (
     batch_end_s,
     bench_settings,
     executed_batches,
-    load_average,
     machine_info,
     percentiles,
     progress_list,
-    result_path,
+    publish_result,
     sandbox,
     start_jobs,
     wait_until_drained,
-    write_result,
 )
 from spark_jobs.config import Settings
 from spark_jobs.contracts import (
@@ -492,11 +490,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "jobs": {name: job_report(run, name) for name in JOBS},
         "python_ceiling": ceiling,
     }
-    machine["load_average_at_end"] = load_average()
-    path = result_path(NAME, args.out)
-    write_result(path, result)
-    print("\n".join(summary_lines(result)))
-    print(f"result: {path}")
+    publish_result(NAME, args.out, result, summary_lines)
     return 0
 
 
