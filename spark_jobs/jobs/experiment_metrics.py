@@ -16,6 +16,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -122,10 +123,19 @@ def metrics_table(rows: list[MetricRow], updated_at: datetime) -> pa.Table:
 
 
 def read_metric_rows(table_uri: str) -> list[MetricRow]:
-    """The rows already written, to resume the running totals after a restart."""
+    """The rows needed to resume the running totals after a restart: those of the newest
+    window. Every batch advances every open group to the same closed window, so an open
+    group's newest row always has the table's largest window_end; older rows are history."""
     if not table_exists(table_uri):
         return []
-    table = read_arrow(table_uri, columns=list(METRICS_SCHEMA.names[:-1]))
+    ends = read_arrow(table_uri, columns=["window_end"])["window_end"]
+    if len(ends) == 0:
+        return []
+    newest = pc.max(ends).as_py()
+    table = read_arrow(
+        table_uri, columns=list(METRICS_SCHEMA.names[:-1]),
+        filters=[("window_end", "=", newest)],
+    )
     return [MetricRow(**row) for row in table.to_pylist()]
 
 
