@@ -7,6 +7,7 @@ A wrong value fails at start with a message naming the key and what to write ins
 from __future__ import annotations
 
 import copy
+import datetime
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -43,6 +44,21 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "snapshot_refresh": "10s",
         "compact_every_batches": 50,
         "idle_timeout": "30s",
+    },
+    "alerts": {"webhook_url": None, "email_to": [], "webhook_timeout": "10s"},
+    "airflow": {"home": None, "host": "127.0.0.1", "port": 8080, "base_url": None},
+    "validation": {"max_drift": 0.02, "start_date": None, "data_docs": None},
+    "monitor": {
+        "stale_after": "3m",
+        "max_lag": 100_000,
+        "restart_limit": 3,
+        "restart_window": "30m",
+        "stop_timeout": "60s",
+    },
+    "maintenance": {
+        "vacuum_retention": "7d",
+        "snapshots_kept": 288,
+        "checkpoint_batches_kept": 100,
     },
 }
 
@@ -104,6 +120,52 @@ class JobSettings:
 
 
 @dataclass(frozen=True)
+class AlertSettings:
+    """Channels beyond the always-on `alerts` table and log line; None/empty = off."""
+
+    webhook_url: str | None
+    email_to: tuple[str, ...]
+    webhook_timeout_ms: int
+
+
+@dataclass(frozen=True)
+class AirflowSettings:
+    home: str
+    host: str
+    port: int
+    base_url: str
+
+    def run_url(self, dag_id: str, run_id: str) -> str:
+        """Link to one DAG run in the Airflow 3 UI (alerts and results point here)."""
+        from urllib.parse import quote
+
+        return f"{self.base_url.rstrip('/')}/dags/{quote(dag_id)}/runs/{quote(run_id, safe='')}"
+
+
+@dataclass(frozen=True)
+class ValidationSettings:
+    max_drift: float
+    start_date: str | None
+    data_docs: str
+
+
+@dataclass(frozen=True)
+class MonitorSettings:
+    stale_after_ms: int
+    max_lag: int
+    restart_limit: int
+    restart_window_ms: int
+    stop_timeout_ms: int
+
+
+@dataclass(frozen=True)
+class MaintenanceSettings:
+    vacuum_retention_ms: int
+    snapshots_kept: int
+    checkpoint_batches_kept: int
+
+
+@dataclass(frozen=True)
 class Settings:
     kafka: KafkaSettings
     spark: SparkSettings
@@ -111,6 +173,11 @@ class Settings:
     metadata: MetadataSettings
     experiments: ExperimentSettings
     jobs: JobSettings
+    alerts: AlertSettings
+    airflow: AirflowSettings
+    validation: ValidationSettings
+    monitor: MonitorSettings
+    maintenance: MaintenanceSettings
     raw: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
 
 
@@ -216,6 +283,58 @@ def _map(tree: Mapping[str, Any], section: str, key: str) -> dict[str, Any]:
     return dict(value)
 
 
+def _fraction(tree: Mapping[str, Any], section: str, key: str) -> float:
+    value = tree[section][key]
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1:
+        raise ConfigError(
+            f"{section}.{key} must be a fraction in [0, 1), e.g. 0.02 for 2 %, got {value!r}"
+        )
+    return float(value)
+
+
+def _optional_text(tree: Mapping[str, Any], section: str, key: str) -> str | None:
+    value = tree[section][key]
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise ConfigError(f"{section}.{key} must be text, got {value!r}")
+    return value
+
+
+def _iso_date(tree: Mapping[str, Any], section: str, key: str) -> str | None:
+    value = tree[section][key]
+    if value is None or value == "":
+        return None
+    if isinstance(value, datetime.date):  # YAML reads 2026-01-01 as a date
+        return value.isoformat()
+    try:
+        return datetime.date.fromisoformat(str(value)).isoformat()
+    except ValueError:
+        message = f"{section}.{key} must be a date like 2026-01-01, got {value!r}"
+        raise ConfigError(message) from None
+
+
+def _email_list(tree: Mapping[str, Any], section: str, key: str) -> tuple[str, ...]:
+    value = tree[section][key]
+    if value is None or value == "":
+        return ()
+    if isinstance(value, str):
+        value = [part.strip() for part in value.split(",") if part.strip()]
+    if not isinstance(value, list) or not all(isinstance(v, str) and "@" in v for v in value):
+        raise ConfigError(f"{section}.{key} must be a list of e-mail addresses, got {value!r}")
+    return tuple(value)
+
+
+def _airflow(tree: Mapping[str, Any]) -> AirflowSettings:
+    host = str(tree["airflow"]["host"])
+    port = _positive_int(tree, "airflow", "port")
+    home = _optional_text(tree, "airflow", "home") or str(
+        Path(__file__).resolve().parents[1] / "infra" / "airflow_home"
+    )
+    base_url = _optional_text(tree, "airflow", "base_url") or f"http://{host}:{port}"
+    return AirflowSettings(home=home, host=host, port=port, base_url=base_url)
+
+
 def build_settings(tree: Mapping[str, Any]) -> Settings:
     """Validate a merged config tree into typed settings."""
     _check_known(tree)
@@ -255,6 +374,30 @@ def build_settings(tree: Mapping[str, Any]) -> Settings:
             snapshot_refresh_ms=_duration(tree, "jobs", "snapshot_refresh", 1),
             compact_every_batches=_positive_int(tree, "jobs", "compact_every_batches"),
             idle_timeout_ms=_duration(tree, "jobs", "idle_timeout", 1),
+        ),
+        alerts=AlertSettings(
+            webhook_url=_optional_text(tree, "alerts", "webhook_url"),
+            email_to=_email_list(tree, "alerts", "email_to"),
+            webhook_timeout_ms=_duration(tree, "alerts", "webhook_timeout", 1),
+        ),
+        airflow=_airflow(tree),
+        validation=ValidationSettings(
+            max_drift=_fraction(tree, "validation", "max_drift"),
+            start_date=_iso_date(tree, "validation", "start_date"),
+            data_docs=_optional_text(tree, "validation", "data_docs")
+            or f"{root.rstrip('/')}/_data_docs",
+        ),
+        monitor=MonitorSettings(
+            stale_after_ms=_duration(tree, "monitor", "stale_after", 1),
+            max_lag=_positive_int(tree, "monitor", "max_lag"),
+            restart_limit=_positive_int(tree, "monitor", "restart_limit"),
+            restart_window_ms=_duration(tree, "monitor", "restart_window", 1),
+            stop_timeout_ms=_duration(tree, "monitor", "stop_timeout", 1),
+        ),
+        maintenance=MaintenanceSettings(
+            vacuum_retention_ms=_duration(tree, "maintenance", "vacuum_retention"),
+            snapshots_kept=_positive_int(tree, "maintenance", "snapshots_kept"),
+            checkpoint_batches_kept=_positive_int(tree, "maintenance", "checkpoint_batches_kept"),
         ),
         raw=dict(tree),
     )
