@@ -13,19 +13,22 @@ timestamp without a time zone becomes Delta timestamp_ntz.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+import random
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
-from deltalake.exceptions import TableNotFoundError
+from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
 _ROW = "__tideline_row"
+_T = TypeVar("_T")
 
 
 class TableMissingError(FileNotFoundError):
@@ -112,25 +115,39 @@ def merge_once(
     matches in MERGE, so it would insert duplicates). An empty batch is committed as an
     empty append, because delta-rs makes no commit for a MERGE of zero source rows.
     """
+    key_list = _check_keys(data, keys)
+    table = load_table(table_uri)
+    if _already_done(table, app_id, batch_id):
+        return False
+    _upsert(table, table_uri, last_per_key(data, key_list), key_list, _commit(app_id, batch_id))
+    return True
+
+
+def _check_keys(data: pa.Table, keys: Sequence[str]) -> list[str]:
     key_list = list(keys)
     if not key_list:
-        raise ValueError("merge_once needs at least one key column")
+        raise ValueError("an upsert needs at least one key column")
     missing = [k for k in key_list if k not in data.column_names]
     if missing:
         raise ValueError(f"key columns not in the data: {missing}")
     nulls = [k for k in key_list if data.column(k).null_count]
     if nulls:
         raise ValueError(f"key columns contain nulls: {nulls}")
-    table = load_table(table_uri)
-    if _already_done(table, app_id, batch_id):
-        return False
-    source = last_per_key(data, key_list)
-    commit = _commit(app_id, batch_id)
+    return key_list
+
+
+def _upsert(
+    table: DeltaTable | None,
+    table_uri: str,
+    source: pa.Table,
+    keys: list[str],
+    commit: CommitProperties | None,
+) -> None:
     if table is None or source.num_rows == 0:
         target = table if table is not None else table_uri
         write_deltalake(target, source, mode="append", commit_properties=commit)
-        return True
-    predicate = " AND ".join(f"t.{_quoted(k)} = s.{_quoted(k)}" for k in key_list)
+        return
+    predicate = " AND ".join(f"t.{_quoted(k)} = s.{_quoted(k)}" for k in keys)
     (
         table.merge(
             source,
@@ -143,7 +160,48 @@ def merge_once(
         .when_not_matched_insert_all()
         .execute()
     )
-    return True
+
+
+def with_commit_retries(write: Callable[[], _T], attempts: int = 8) -> _T:
+    """Run a write again (on the newest table version) when another writer committed first.
+
+    Control-plane tables (alerts, validation results) are written by concurrent Airflow
+    tasks, unlike the one-writer-per-app_id streaming sinks.
+    """
+    for attempt in range(1, attempts + 1):
+        try:
+            return write()
+        except (CommitFailedError, DeltaError) as exc:
+            if attempt == attempts or not _is_conflict(exc):
+                raise
+            time.sleep(random.uniform(0.05, 0.2) * attempt)
+    raise AssertionError("unreachable")
+
+
+def _is_conflict(exc: Exception) -> bool:
+    if isinstance(exc, CommitFailedError):
+        return True
+    text = str(exc).lower()
+    return "already exists" in text or "conflict" in text or "concurrent" in text
+
+
+def append_rows(table_uri: str, data: pa.Table) -> None:
+    """Append rows (no exactly-once bookkeeping), tolerating concurrent writers."""
+
+    def write() -> None:
+        table = load_table(table_uri)
+        write_deltalake(table if table is not None else table_uri, data, mode="append")
+
+    with_commit_retries(write)
+
+
+def upsert_rows(table_uri: str, data: pa.Table, keys: Sequence[str]) -> None:
+    """Upsert rows by key (last row of a key wins), tolerating concurrent writers."""
+    key_list = _check_keys(data, keys)
+    source = last_per_key(data, key_list)
+    with_commit_retries(
+        lambda: _upsert(load_table(table_uri), table_uri, source, key_list, None)
+    )
 
 
 def compact(table_uri: str) -> dict[str, Any]:
