@@ -133,13 +133,18 @@ def write_snapshot(folder: str | Path, items: Iterable[Period], as_of_ms: int) -
     return target
 
 
+def current_periods(settings: Settings, as_of_ms: int, lookback_ms: int | None) -> list[Period]:
+    """The periods of the metadata DB that a snapshot as of `as_of_ms` holds."""
+    rows = read_ramps(settings.metadata.url)
+    return snapshot_periods(periods(rows, settings.experiments.period_ms), as_of_ms, lookback_ms)
+
+
 def publish_snapshot(settings: Settings, as_of_ms: int, lookback_ms: int | None) -> Path:
     """Publish the periods whose ramp-up lies within lookback before as_of (None: all).
 
     The CLI passes lookback = experiments.period by default (CONTRACTS.md section 3).
     """
-    rows = read_ramps(settings.metadata.url)
-    chosen = snapshot_periods(periods(rows, settings.experiments.period_ms), as_of_ms, lookback_ms)
+    chosen = current_periods(settings, as_of_ms, lookback_ms)
     path = write_snapshot(settings.lake.snapshots, chosen, as_of_ms)
     log.info("published %d periods as of %d to %s", len(chosen), as_of_ms, path)
     return path
@@ -262,3 +267,31 @@ def prune_snapshots(folder: str | Path, keep: int) -> list[Path]:
             except FileNotFoundError:
                 continue
     return removed
+
+
+def snapshot_as_of(path: Path) -> int:
+    """The as_of (ms) encoded in a snapshot file name."""
+    match = _NAME.match(path.name)
+    if match is None:
+        raise SnapshotError(f"{path.name} is not a snapshot file name")
+    return int(match.group(2))
+
+
+def publish_for_run(settings: Settings, as_of_ms: int) -> tuple[Path, bool]:
+    """Publish the snapshot of one scheduled run; (path, published) with False for a no-op.
+
+    Idempotent per run: a retry finds its own snapshot (same as_of, same bytes) and adds
+    nothing. A run for an older interval than the latest snapshot (a backfill or a late
+    re-run) publishes nothing either, since jobs always read the newest file and must not
+    be rolled back to an older view of the ramps.
+    """
+    latest = latest_snapshot_path(settings.lake.snapshots)
+    chosen = current_periods(settings, as_of_ms, settings.experiments.period_ms)
+    if latest is not None:
+        latest_as_of = snapshot_as_of(latest)
+        if latest_as_of > as_of_ms:
+            log.info("snapshot as of %d skipped: %s is newer", as_of_ms, latest.name)
+            return latest, False
+        if latest_as_of == as_of_ms and latest.read_text() == render_snapshot(chosen):
+            return latest, False
+    return write_snapshot(settings.lake.snapshots, chosen, as_of_ms), True

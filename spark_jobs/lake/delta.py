@@ -75,19 +75,24 @@ def append_once(
     """Append the batch unless app_id already committed batch_id; False when skipped.
 
     An empty batch still commits (no data file, only the transaction), so its replay is
-    skipped too; the first write creates the table with the data's schema.
+    skipped too; the first write creates the table with the data's schema. A commit that
+    loses to a concurrent writer (e.g. the maintenance DAG compacting) is retried.
     """
-    table = load_table(table_uri)
-    if _already_done(table, app_id, batch_id):
-        return False
-    write_deltalake(
-        table if table is not None else table_uri,
-        data,
-        mode="append",
-        partition_by=partition_by,
-        commit_properties=_commit(app_id, batch_id),
-    )
-    return True
+
+    def write() -> bool:
+        table = load_table(table_uri)
+        if _already_done(table, app_id, batch_id):
+            return False
+        write_deltalake(
+            table if table is not None else table_uri,
+            data,
+            mode="append",
+            partition_by=partition_by,
+            commit_properties=_commit(app_id, batch_id),
+        )
+        return True
+
+    return with_commit_retries(write)
 
 
 def last_per_key(data: pa.Table, keys: Sequence[str]) -> pa.Table:
@@ -113,14 +118,20 @@ def merge_once(
 
     Within a batch the last row of a key wins. Key columns must not be null (null never
     matches in MERGE, so it would insert duplicates). An empty batch is committed as an
-    empty append, because delta-rs makes no commit for a MERGE of zero source rows.
+    empty append, because delta-rs makes no commit for a MERGE of zero source rows. A MERGE
+    whose files a concurrent compaction rewrote is run again on the new version.
     """
     key_list = _check_keys(data, keys)
-    table = load_table(table_uri)
-    if _already_done(table, app_id, batch_id):
-        return False
-    _upsert(table, table_uri, last_per_key(data, key_list), key_list, _commit(app_id, batch_id))
-    return True
+    source = last_per_key(data, key_list)
+
+    def write() -> bool:
+        table = load_table(table_uri)
+        if _already_done(table, app_id, batch_id):
+            return False
+        _upsert(table, table_uri, source, key_list, _commit(app_id, batch_id))
+        return True
+
+    return with_commit_retries(write)
 
 
 def _check_keys(data: pa.Table, keys: Sequence[str]) -> list[str]:

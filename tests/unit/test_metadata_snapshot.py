@@ -16,6 +16,7 @@ from spark_jobs.snapshot import (
     SnapshotWatcher,
     latest_snapshot_path,
     prune_snapshots,
+    publish_for_run,
     publish_snapshot,
     read_snapshot,
     snapshot_paths,
@@ -149,6 +150,24 @@ def test_same_as_of_gives_identical_content_and_history_is_kept(make_settings):
     assert first.read_bytes() == second.read_bytes()
     assert snapshot_paths(settings.lake.snapshots) == [first, second]
     assert latest_snapshot_path(settings.lake.snapshots) == second
+
+
+def test_a_scheduled_run_publishes_once_and_never_rolls_back(make_settings):
+    """The ramp_snapshot DAG: a retry adds nothing, a ramp change does, an old run skips."""
+    settings = make_settings(experiments={"period": "1d", "window": "15m"})
+    add_ramps(settings.metadata.url, [RampRow("x", "g", HOUR, 10, False)])
+    first, published = publish_for_run(settings, 2 * HOUR)
+    assert published and read_snapshot(first) == [SnapshotRow("x", "g", HOUR, 10.0, False)]
+    assert publish_for_run(settings, 2 * HOUR) == (first, False)
+
+    add_ramps(settings.metadata.url, [RampRow("y", "g", HOUR, 5, True)])
+    changed, published = publish_for_run(settings, 2 * HOUR)
+    assert published and changed != first and len(read_snapshot(changed)) == 2
+
+    assert publish_for_run(settings, HOUR) == (changed, False)  # an older interval
+    later, published = publish_for_run(settings, 2 * DAY)  # lookback = period: nothing left
+    assert published and read_snapshot(later) == []
+    assert len(snapshot_paths(settings.lake.snapshots)) == 3
 
 
 def test_latest_is_the_last_published_even_for_an_older_as_of(tmp_path):
