@@ -377,3 +377,48 @@ def test_nested_env_key_under_a_scalar_env_value_is_a_config_error():
 def test_config_error_is_a_value_error():
     """The CLI turns ValueErrors into a one-line reason and a non-zero exit."""
     assert issubclass(ConfigError, ValueError)
+
+
+# -- control-plane sections (alerts, airflow, validation, monitor, maintenance) ----------
+def test_control_plane_defaults():
+    s = load_settings(environ={})
+    assert (s.alerts.webhook_url, s.alerts.email_to) == (None, ())
+    assert s.airflow.base_url == "http://127.0.0.1:8080"
+    assert s.airflow.home.endswith("infra/airflow_home")
+    assert s.validation.max_drift == 0.02
+    assert s.validation.data_docs == "./lake/_data_docs"
+    assert s.monitor.stale_after_ms == 3 * MINUTE and s.monitor.restart_limit == 3
+    assert s.maintenance.vacuum_retention_ms == 7 * DAY
+
+
+def test_control_plane_values_from_the_environment():
+    s = load_settings(environ={
+        "TIDELINE_VALIDATION__MAX_DRIFT": "0.05",
+        "TIDELINE_VALIDATION__START_DATE": "2026-01-01",
+        "TIDELINE_ALERTS__EMAIL_TO": "a@x.org,b@y.org",
+        "TIDELINE_AIRFLOW__PORT": "18080",
+    })
+    assert s.validation.max_drift == 0.05
+    assert s.validation.start_date == "2026-01-01"
+    assert s.alerts.email_to == ("a@x.org", "b@y.org")
+    assert s.airflow.run_url("daily_validation", "scheduled__2026-01-01T00:00:00+00:00") == (
+        "http://127.0.0.1:18080/dags/daily_validation/runs/"
+        "scheduled__2026-01-01T00%3A00%3A00%2B00%3A00"
+    )
+
+
+@pytest.mark.parametrize(
+    ("section", "values", "message"),
+    [
+        ("validation", {"max_drift": 2}, r"validation\.max_drift must be a fraction"),
+        ("validation", {"max_drift": "2%"}, r"validation\.max_drift must be a fraction"),
+        ("validation", {"start_date": "yesterday"}, r"validation\.start_date must be a date"),
+        ("monitor", {"stale_after": 90}, r"monitor\.stale_after: 90 has no unit"),
+        ("monitor", {"max_lag": -1}, r"monitor\.max_lag must be a positive integer"),
+        ("alerts", {"email_to": ["nobody"]}, r"alerts\.email_to must be a list of e-mail"),
+        ("airflow", {"port": "http"}, r"airflow\.port must be a positive integer"),
+    ],
+)
+def test_wrong_control_plane_values_say_what_to_fix(section, values, message):
+    with pytest.raises(ConfigError, match=message):
+        load_settings(environ={}, overrides={section: values})
