@@ -1,0 +1,1 @@
+"""Tideline pages inside the Airflow UI: job status, alerts, validation results, Data Docs."""

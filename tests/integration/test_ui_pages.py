@@ -1,0 +1,43 @@
+"""Tideline's pages in the Airflow UI, served by the plugin's FastAPI app."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pyarrow as pa
+from fastapi.testclient import TestClient
+
+from spark_jobs.alerts import Alert, send_alert
+from spark_jobs.lake.delta import upsert_rows
+from spark_jobs.ui.pages import build_app
+
+
+def test_alerts_page_lists_the_newest_alert_first_and_escapes_text(make_settings):
+    settings = make_settings()
+    client = TestClient(build_app(settings))
+    assert "No alert so far." in client.get("/alerts").text
+    send_alert(settings, Alert(source="streaming_jobs", kind="job_down", summary="first"))
+    send_alert(settings, Alert(source="daily_validation", kind="drift",
+                               summary="<b>drift</b> 5 %", experiment_hash="exp1_single"))
+    text = client.get("/alerts").text
+    assert text.index("&lt;b&gt;drift&lt;/b&gt; 5 %") < text.index("first")
+    assert "exp1_single" in text and "<b>drift" not in text
+
+
+def test_validation_page_and_data_docs_are_served(make_settings):
+    settings = make_settings()
+    client = TestClient(build_app(settings))
+    assert "No validation has run yet." in client.get("/validation").text
+    upsert_rows(settings.lake.table("validation_results"), pa.table({
+        "run_id": ["r1"], "case": ["single_ramp"], "check": ["drift"], "success": [False],
+        "validated_at": pa.array([datetime(2026, 1, 2, tzinfo=UTC)], pa.timestamp("us", "UTC")),
+        "details": ["{}"],
+    }), ["run_id", "case", "check"])
+    text = client.get("/validation").text
+    assert "single_ramp" in text and 'class="bad"' in text and "<th>details</th>" not in text
+
+    docs = Path(settings.validation.data_docs)
+    assert client.get("/data-docs/index.html").status_code == 404
+    (docs / "index.html").write_text("<html>GX Data Docs</html>")
+    assert client.get("/data-docs/index.html").text == "<html>GX Data Docs</html>"
