@@ -10,7 +10,7 @@ import logging
 import sys
 import time
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 
 from spark_jobs.config import ConfigError, Settings, load_settings
 from spark_jobs.durations import DurationError, parse_duration_ms
@@ -97,10 +97,100 @@ def cmd_job_run(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _parse_date(text: str) -> date:
+    """A calendar day like 2026-01-01 (argparse type: a bad value exits 2 with the reason)."""
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a date: {text!r} (use YYYY-MM-DD)") from None
+
+
+def cmd_recompute(args: argparse.Namespace, settings: Settings) -> int:
+    from spark_jobs.batch.recompute import TABLE_BATCH_METRICS, recompute_day
+    from spark_jobs.spark_session import build_session
+
+    spark = build_session(settings, app_name=f"tideline-recompute-{args.date.isoformat()}")
+    try:
+        count = recompute_day(spark, settings, args.date)
+    finally:
+        spark.stop()
+    print(f"recomputed {count} rows of {args.date.isoformat()} into {TABLE_BATCH_METRICS}")
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace, settings: Settings) -> int:
+    import json
+
+    from spark_jobs.validation.run import ValidationFailed, validate_day
+
+    run_id = args.run_id or f"manual__{datetime.now(UTC).strftime('%Y-%m-%dT%H:%M:%SZ')}"
+    try:
+        summary = validate_day(settings, args.date, run_id)
+    except ValidationFailed as failed:
+        print(json.dumps(failed.summary, indent=2))
+        print(f"tideline: validation failed: {failed}", file=sys.stderr)
+        return 1
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+def _streaming_jobs(names: Sequence[str]) -> list[str]:
+    """The named streaming jobs (checked), or all of them when none is named."""
+    from spark_jobs.monitor.inputs import JOB_NAMES, check_job
+
+    return [check_job(name) for name in names] or list(JOB_NAMES)
+
+
+def cmd_jobs_status(args: argparse.Namespace, settings: Settings) -> int:
+    from spark_jobs.monitor import job_status, render_summary
+
+    print(render_summary([job_status(settings, job) for job in _streaming_jobs(args.names)]))
+    return 0
+
+
+def cmd_jobs_start(args: argparse.Namespace, settings: Settings) -> int:
+    from spark_jobs.monitor.restarts import clear_restarts
+    from spark_jobs.monitor.supervisor import JobAlreadyRunningError, launch_job
+
+    for job in _streaming_jobs(args.names):
+        try:
+            record = launch_job(settings, job)
+        except JobAlreadyRunningError as exc:
+            print(exc)
+            continue
+        clear_restarts(settings, job)  # started by hand: an old restart loop is forgiven
+        print(f"{job}: started as pid {record.pid}; log {record.log}")
+    return 0
+
+
+def cmd_jobs_stop(args: argparse.Namespace, settings: Settings) -> int:
+    from spark_jobs.monitor.supervisor import stop_jobs
+
+    jobs = _streaming_jobs(args.names)
+    stopped = stop_jobs(settings, jobs)
+    for job in jobs:
+        print(f"{job}: {'stopped' if job in stopped else 'was not running'}")
+    return 0
+
+
+def cmd_jobs_watch(args: argparse.Namespace, settings: Settings) -> int:
+    from spark_jobs.monitor import render_summary, watch_job
+
+    statuses = [watch_job(settings, job) for job in _streaming_jobs(args.names)]
+    print(render_summary(statuses))
+    return 0 if all(status["healthy"] for status in statuses) else 1
+
+
 def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     from spark_jobs.demo import run_demo
 
     return run_demo(settings, rate=args.rate, seconds=args.seconds)
+
+
+def cmd_platform(args: argparse.Namespace, settings: Settings) -> int:
+    from spark_jobs.platform import run_platform
+
+    return run_platform(settings, users=args.users, seconds=args.seconds)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -148,10 +238,49 @@ def build_parser() -> argparse.ArgumentParser:
                      help="process what is in the topics, close the windows, and stop")
     run.set_defaults(func=cmd_job_run)
 
+    jobs = commands.add_parser("jobs", help="deploy and watch the streaming jobs (spark-submit)")
+    jobs_commands = jobs.add_subparsers(dest="action", required=True, metavar="ACTION")
+    for action, func, text in (
+        ("status", cmd_jobs_status, "state, rows/s, lag, watermark and problems of each job"),
+        ("start", cmd_jobs_start, "start jobs as their own Spark applications"),
+        ("stop", cmd_jobs_stop, "stop jobs cleanly (the streaming_jobs DAG restarts them "
+                                "unless it is paused)"),
+        ("watch", cmd_jobs_watch, "one watch pass: start or restart, judge, alert; "
+                                  "exit 1 if a job is unhealthy"),
+    ):
+        jobs_action = jobs_commands.add_parser(action, help=text)
+        jobs_action.add_argument("names", nargs="*", metavar="NAME",
+                                 help="filter_events, filter_activations, experiment_metrics "
+                                      "(default: all)")
+        jobs_action.set_defaults(func=func)
+
+    recompute = commands.add_parser(
+        "recompute", help="batch recomputation of one day's experiment metrics"
+    )
+    recompute.add_argument("--date", type=_parse_date, required=True, help="YYYY-MM-DD (UTC)")
+    recompute.set_defaults(func=cmd_recompute)
+
+    validate = commands.add_parser(
+        "validate", help="check one day's streaming metrics (Great Expectations)"
+    )
+    validate.add_argument("--date", type=_parse_date, required=True, help="YYYY-MM-DD (UTC)")
+    validate.add_argument("--run-id", help="id stored with the results (default: manual__<now>)")
+    validate.set_defaults(func=cmd_validate)
+
     demo = commands.add_parser("demo", help="run the whole pipeline on embedded defaults")
     demo.add_argument("--rate", type=float, default=2000.0, help="generator messages/s")
     demo.add_argument("--seconds", type=float, help="stop after this long (default: Ctrl-C)")
     demo.set_defaults(func=cmd_demo)
+
+    platform = commands.add_parser(
+        "platform",
+        help="the whole platform on embedded defaults, managed in the Airflow UI: broker, "
+             "metadata DB, Airflow, streaming jobs (deployed by its DAG), synthetic traffic",
+    )
+    platform.add_argument("--users", type=int, default=10_000,
+                          help="synthetic users (traffic follows the clock: ~20 msg/s per 1000)")
+    platform.add_argument("--seconds", type=float, help="stop after this long (default: Ctrl-C)")
+    platform.set_defaults(func=cmd_platform)
     return parser
 
 

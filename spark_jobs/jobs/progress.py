@@ -17,6 +17,7 @@ from pyspark.sql.streaming import StreamingQueryListener
 from spark_jobs.config import Settings
 
 HISTORY_MAX_BYTES = 20 << 20
+IDLE_HEARTBEAT_S = 10.0
 
 
 def progress_dir(settings: Settings) -> Path:
@@ -40,15 +41,17 @@ class ProgressFileListener(StreamingQueryListener):
         self.folder = progress_dir(settings)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.keep_history = keep_history
+        self.terminated = False
+        self._last_idle_s = 0.0
 
-    def _write(self, payload: dict[str, Any]) -> None:
+    def _write(self, payload: dict[str, Any], history: bool = True) -> None:
         payload["reported_at_ms"] = int(time.time() * 1000)
         text = json.dumps(payload)
         target = self.folder / f"{self.job}.json"
         temp = target.with_suffix(".json.tmp")
         temp.write_text(text)
         os.replace(temp, target)
-        if self.keep_history:
+        if self.keep_history and history:
             history = self.folder / f"{self.job}.jsonl"
             if history.exists() and history.stat().st_size > HISTORY_MAX_BYTES:
                 os.replace(history, history.with_suffix(".jsonl.1"))  # keep one older file
@@ -69,10 +72,24 @@ class ProgressFileListener(StreamingQueryListener):
         self._write(payload)
 
     def onQueryIdle(self, event: Any) -> None:
-        pass
+        """A heartbeat (latest file only) so a monitor tells a quiet job from a hung one."""
+        if str(event.runId) != getattr(self, "run_id", None):
+            return
+        now = time.monotonic()
+        if now - self._last_idle_s >= IDLE_HEARTBEAT_S:
+            self._last_idle_s = now
+            self._write({"status": "idle", "id": str(event.id), "runId": self.run_id},
+                        history=False)
 
     def onQueryTerminated(self, event: Any) -> None:
         if str(event.runId) != getattr(self, "run_id", None):
             return
-        self._write({"status": "failed" if event.exception else "stopped",
-                     "exception": event.exception})
+        self.write_final(event.exception)
+
+    def write_final(self, exception: str | None) -> None:
+        """Record how the query ended (once); the runner calls it too, since a driver that
+        exits right after `query.stop()` may never receive the listener's event."""
+        if self.terminated:
+            return
+        self.terminated = True
+        self._write({"status": "failed" if exception else "stopped", "exception": exception})

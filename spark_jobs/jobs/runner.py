@@ -90,7 +90,8 @@ def run_job(settings: Settings, name: str, available_now: bool = False) -> None:
     job_spec(name)
     check_kafka(settings.kafka)
     spark = build_session(settings, app_name=f"tideline-{name}")
-    spark.streams.addListener(ProgressFileListener(settings, name))
+    listener = ProgressFileListener(settings, name)
+    spark.streams.addListener(listener)
     query, sink = start_job(spark, settings, name, available_now)
     stopping = threading.Event()
 
@@ -108,5 +109,8 @@ def run_job(settings: Settings, name: str, available_now: bool = False) -> None:
         close = getattr(sink, "close", None)
         if close:
             close()
+    if not query.isActive:
+        failure = query.exception()
+        listener.write_final(None if failure is None else str(failure))
     if query.exception() is not None and not stopping.is_set():
         raise RuntimeError(f"job {name} failed: {query.exception()}")

@@ -6,6 +6,7 @@ files), so the pages show what the DAGs and jobs last wrote without a cache to g
 
 from __future__ import annotations
 
+from html import escape
 from pathlib import Path
 
 import pyarrow as pa
@@ -31,6 +32,24 @@ def _latest(settings: Settings, name: str, order_by: str, limit: int) -> pa.Tabl
     if order_by in data.column_names:
         data = data.sort_by([(order_by, "descending")])
     return data.slice(0, limit)
+
+
+def jobs_page(settings: Settings) -> str:
+    """The monitor's view of every streaming job (read-only: starts and alerts nothing)."""
+    from spark_jobs.jobs.runner import JOBS
+    from spark_jobs.monitor.summary import render_summary
+    from spark_jobs.monitor.watch import job_status
+
+    statuses = [job_status(settings, job) for job in JOBS]
+    problems = [
+        f"<li><b>{escape(s['job'])}</b> {escape(p['kind'])}: {escape(p['message'])}</li>"
+        for s in statuses
+        for p in s["problems"]
+    ]
+    body = f"<pre>{escape(render_summary(statuses))}</pre>"
+    body += f"<ul>{''.join(problems)}</ul>" if problems else "<p class='ok'>No problem.</p>"
+    body += "<p>Logs: " + ", ".join(escape(s["log"]) for s in statuses) + "</p>"
+    return page("Streaming jobs", body, refresh_s=15)
 
 
 def alerts_page(settings: Settings) -> str:
@@ -59,6 +78,10 @@ def build_app(settings: Settings | None = None) -> FastAPI:
     @app.get("/", include_in_schema=False)
     def index() -> RedirectResponse:
         return RedirectResponse("jobs")
+
+    @app.get("/jobs", response_class=HTMLResponse)
+    def jobs() -> str:
+        return jobs_page(settings)
 
     @app.get("/alerts", response_class=HTMLResponse)
     def alerts() -> str:

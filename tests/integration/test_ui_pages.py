@@ -41,3 +41,11 @@ def test_validation_page_and_data_docs_are_served(make_settings):
     assert client.get("/data-docs/index.html").status_code == 404
     (docs / "index.html").write_text("<html>GX Data Docs</html>")
     assert client.get("/data-docs/index.html").text == "<html>GX Data Docs</html>"
+
+
+def test_jobs_page_shows_every_streaming_job_and_its_problems(make_settings):
+    settings = make_settings()
+    text = TestClient(build_app(settings)).get("/jobs").text
+    for job in ("filter_events", "filter_activations", "experiment_metrics"):
+        assert job in text
+    assert "STATE" in text and "stopped" in text
