@@ -80,3 +80,21 @@ def run_now(spark) -> Callable[[Settings, str], Any]:
         return query
 
     return run
+
+
+@pytest.fixture(scope="session")
+def history_lake(spark, tmp_path_factory):
+    """Three days of generated history through the three streaming jobs (built once per
+    session; read it, or write to a `history.copy_history` copy). See tests/history.py."""
+    from history import build_history_lake
+
+    return build_history_lake(spark, tmp_path_factory.mktemp("history"))
+
+
+@pytest.fixture(scope="session")
+def recomputed_history_lake(spark, history_lake, tmp_path_factory):
+    """A copy of `history_lake` with `batch_experiment_metrics` recomputed for its days
+    (read it, or copy it with `history.copy_history` before writing)."""
+    from history import recomputed_copy
+
+    return recomputed_copy(spark, history_lake, tmp_path_factory.mktemp("recomputed"))

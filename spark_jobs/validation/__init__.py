@@ -1,0 +1,1 @@
+"""Daily validation of the streaming metrics with Great Expectations (seed: Data Robustness)."""
