@@ -18,6 +18,10 @@ from spark_jobs.config import Settings
 ENTRY_POINT = Path(__file__).resolve().parent / "entry" / "tideline_main.py"
 
 
+# Spark's start-up INFO lines would bury the job's own output in Airflow task logs.
+QUIET_CONF = {"spark.log.level": "WARN"}
+
+
 class SparkSubmitMissingError(FileNotFoundError):
     """No spark-submit next to this interpreter nor on PATH."""
 
@@ -46,7 +50,8 @@ def pyspark_home() -> str:
 def spark_submit_command(settings: Settings, cli_args: Sequence[str], app_name: str) -> list[str]:
     """`spark-submit --master M --conf k=v ... tideline_main.py <cli_args>` (the tideline CLI)."""
     command = [spark_submit_path(), "--master", settings.spark.master, "--name", app_name]
-    for key, value in sorted(settings.spark.conf.items()):
+    conf = {**QUIET_CONF, **settings.spark.conf}
+    for key, value in sorted(conf.items()):
         command += ["--conf", f"{key}={value}"]
     return [*command, str(ENTRY_POINT), *cli_args]
 
