@@ -1,4 +1,5 @@
-# The two commands of the README: `make demo` runs the platform, `make test` runs the tests.
+# The two commands of the README: `make demo` runs the platform (broker, Airflow UI, streaming
+# jobs, traffic; `tideline platform`), `make test` runs the tests.
 # Both set up what is missing first: Java 17 (apt), the venv at .venv, pinned packages.
 SHELL := /bin/bash
 VENV := .venv
@@ -14,7 +15,7 @@ $(STAMP): requirements.lock pyproject.toml
 	@touch $(STAMP)
 
 demo: setup
-	$(VENV)/bin/tideline demo
+	$(VENV)/bin/tideline platform
 
 test: setup
 	$(VENV)/bin/ruff check .

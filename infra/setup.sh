@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs what a fresh machine lacks: Java 17 (apt), Python venv at .venv, pinned packages.
+# Installs what a fresh machine lacks: Java 17 and Chromium (apt), Python venv at .venv, pinned
+# packages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -8,6 +9,14 @@ if ! command -v java >/dev/null 2>&1; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq openjdk-17-jre-headless >/dev/null
+fi
+
+# Headless Chromium and its driver for the browser test of the Airflow UI (tests/airflow).
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+  echo "setup: installing chromium and chromium-driver with apt"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq chromium chromium-driver >/dev/null
 fi
 
 PYTHON=${PYTHON:-python3.11}

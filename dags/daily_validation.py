@@ -1,0 +1,86 @@
+"""Daily validation: recompute a day's experiment metrics in batch, then check them with
+Great Expectations, one task per seed case, each building the Data Docs pages the run
+links to.
+
+The run for logical date D covers day D (its data interval [D, D+1) UTC). A manual run from
+the UI covers the last complete day before the click, or the day given in the `day` param.
+Catchup is on, so `airflow backfill create --dag-id daily_validation --from-date ...
+--to-date ...` validates any range from `validation.start_date` on (a backfill runs up to
+10 days at once, each a Spark application, unless given `--max-active-runs`). The start date
+has no default here, as a guessed one would start a run for every day since: set
+`validation.start_date`, or let `tideline platform` set it. Each case stores its
+outcome in the `validation_results` table (and alerts on failure) before its task fails;
+the `report` task then lists every check with its Data Docs page, whatever the cases'
+outcome, and the run is green only when every check passed.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from airflow.sdk import CronDataIntervalTimetable, Param, TriggerRule, dag, task
+
+from spark_jobs.config import load_settings
+from spark_jobs.orchestration.runs import DAY_PARAM, run_day, run_url, validation_start
+from spark_jobs.validation.cases import CASES
+
+
+@dag(
+    dag_id="daily_validation",
+    schedule=CronDataIntervalTimetable("@daily", timezone="UTC"),
+    start_date=validation_start(load_settings()),
+    catchup=True,
+    max_active_runs=1,
+    dagrun_timeout=timedelta(hours=3),
+    default_args={"retries": 1, "retry_delay": timedelta(minutes=2)},
+    params={
+        DAY_PARAM: Param(
+            None, type=["null", "string"], format="date",
+            description="Day to validate (YYYY-MM-DD); empty: the run's own day",
+        )
+    },
+    tags=["tideline"],
+    doc_md=__doc__,
+)
+def daily_validation() -> None:
+    @task
+    def recompute(**context: Any) -> str:
+        """spark-submit the batch recomputation of the run's day; returns the day."""
+        from spark_jobs.batch.submit import submit_recompute
+
+        day = run_day(context)
+        submit_recompute(load_settings(), day)
+        return day.isoformat()
+
+    @task(retries=0)
+    def validate(case: str, **context: Any) -> dict[str, Any]:
+        """Run the case's suites; the summary is the XCom result, a failure fails the task."""
+        from spark_jobs.validation.run import validate_case
+
+        settings = load_settings()
+        return validate_case(
+            settings, run_day(context), case, context["run_id"], run_url(settings, context)
+        )
+
+    @task(trigger_rule=TriggerRule.ALL_DONE, retries=0)
+    def report(**context: Any) -> dict[str, Any]:
+        """Log every case's checks with links to the Data Docs; fail unless all passed.
+
+        It runs whatever the cases' outcome (and is the run's last task, so it must fail
+        too, or a run with a failed case would end green).
+        """
+        from spark_jobs.orchestration.reports import validation_report
+
+        settings = load_settings()
+        text, summary = validation_report(settings, run_day(context), context["run_id"])
+        print(text)
+        if not summary["success"]:
+            raise RuntimeError(f"validation of {summary['day']} failed: see the table above")
+        return summary
+
+    checks = [validate.override(task_id=f"validate_{case}")(case) for case in CASES]
+    recompute() >> checks >> report()
+
+
+daily_validation()

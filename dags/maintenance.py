@@ -1,0 +1,66 @@
+"""Daily lake housekeeping: Delta compaction then vacuum of every table, pruning of old ramp
+snapshots, and deletion of obsolete checkpoint files (`spark_jobs.maintenance`).
+
+Every step is safe while the streaming jobs run, so the DAG needs no maintenance window.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from airflow.sdk import dag, task
+
+from spark_jobs.orchestration.runs import EPOCH
+
+
+@dag(
+    dag_id="maintenance",
+    schedule="@daily",
+    start_date=EPOCH,
+    catchup=False,
+    max_active_runs=1,
+    dagrun_timeout=timedelta(hours=2),
+    default_args={"retries": 1, "retry_delay": timedelta(minutes=5)},
+    tags=["tideline"],
+    doc_md=__doc__,
+)
+def maintenance() -> None:
+    @task
+    def compact_tables() -> dict[str, Any]:
+        """Rewrite each table's small files into few large ones (per table: files +/-)."""
+        from spark_jobs.config import load_settings
+        from spark_jobs.maintenance import compact_tables
+
+        return compact_tables(load_settings())
+
+    @task
+    def vacuum_tables() -> dict[str, int]:
+        """Delete files no table version within the retention references (after compaction)."""
+        from spark_jobs.config import load_settings
+        from spark_jobs.maintenance import vacuum_tables
+
+        return vacuum_tables(load_settings())
+
+    @task
+    def prune_snapshots() -> int:
+        """Keep the newest `maintenance.snapshots_kept` ramp snapshots."""
+        from spark_jobs.config import load_settings
+        from spark_jobs.maintenance import prune_old_snapshots
+
+        return prune_old_snapshots(load_settings())
+
+    @task
+    def clean_checkpoints() -> dict[str, int]:
+        """Delete checkpoint log entries Spark no longer needs to restart a job."""
+        from spark_jobs.config import load_settings
+        from spark_jobs.maintenance import clean_checkpoints
+
+        return clean_checkpoints(load_settings())
+
+    compact_tables() >> vacuum_tables()
+    prune_snapshots()
+    clean_checkpoints()
+
+
+maintenance()

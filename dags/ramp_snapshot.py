@@ -1,0 +1,44 @@
+"""Publish the experiment ramp snapshot every 5 minutes.
+
+The streaming jobs re-read the newest snapshot, so this DAG is how a ramp entered in the
+metadata DB reaches them. Each run publishes as of its data interval's end; a retry or a
+re-run of the same interval adds no second file (`spark_jobs.snapshot.publish_for_run`).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from airflow.sdk import dag, task
+
+from spark_jobs.orchestration.runs import EPOCH, as_of_ms
+
+
+@dag(
+    dag_id="ramp_snapshot",
+    schedule="*/5 * * * *",
+    start_date=EPOCH,
+    catchup=False,
+    max_active_runs=1,
+    dagrun_timeout=timedelta(minutes=5),
+    default_args={"retries": 2, "retry_delay": timedelta(seconds=20)},
+    tags=["tideline"],
+    doc_md=__doc__,
+)
+def ramp_snapshot() -> None:
+    @task
+    def publish(**context: Any) -> dict[str, Any]:
+        """Publish the ramp snapshot as of this run; the file name is the XCom result."""
+        from spark_jobs.config import load_settings
+        from spark_jobs.snapshot import publish_for_run
+
+        as_of = as_of_ms(context)
+        path, published = publish_for_run(load_settings(), as_of)
+        print(f"{'published' if published else 'already current:'} {path} (as of {as_of} ms)")
+        return {"snapshot": str(path), "published": published, "as_of_ms": as_of}
+
+    publish()
+
+
+ramp_snapshot()
