@@ -95,7 +95,6 @@ def airflow_environment(
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{ADMIN_USER}:admin",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": _execution_api_url(settings),
-            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
             "AIRFLOW__API__HOST": settings.airflow.host,
             "AIRFLOW__API__PORT": str(settings.airflow.port),
             "AIRFLOW__API__BASE_URL": settings.airflow.base_url,
@@ -106,4 +105,6 @@ def airflow_environment(
             "NO_COLOR": "1",
         }
     )
+    # A configured database (e.g. PostgreSQL) wins over the embedded SQLite file.
+    env.setdefault("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", f"sqlite:///{home / 'airflow.db'}")
     return env

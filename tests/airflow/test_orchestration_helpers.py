@@ -96,6 +96,12 @@ def test_airflow_gets_every_setting_from_the_frozen_file(tmp_path, monkeypatch):
     assert env["AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE"] == "False"
     assert env["AIRFLOW__CORE__LOAD_EXAMPLES"] == "False"
     assert env["PATH"].split(os.pathsep)[0] == os.path.dirname(sys.executable)
+    assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] == f"sqlite:///{tmp_path / 'home'}/airflow.db"
+
+    postgres = "postgresql+psycopg2://airflow:pw@db.internal/airflow"
+    base["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = postgres
+    env = airflow_environment(settings, base, settings_file=frozen)
+    assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] == postgres  # a real database wins
 
 
 def test_stopping_a_session_also_stops_children_in_their_own_process_group():
