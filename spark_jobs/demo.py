@@ -9,7 +9,6 @@ everything it started. Durations are compressed so windows close within a minute
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from contextlib import ExitStack
@@ -20,6 +19,7 @@ from spark_jobs.config import EMBEDDED_BROKER_PORT, Settings, build_settings, de
 from spark_jobs.contracts import TABLE_EXPERIMENT_METRICS
 from spark_jobs.domain.periods import RampRow
 from spark_jobs.domain.windows import window_end
+from spark_jobs.monitor.lag import offsets_dict
 
 DEMO_JOBS = ("filter_events", "filter_activations", "experiment_metrics")
 DEMO_EXPERIMENTS = {
@@ -55,21 +55,11 @@ def _offsets_lag(progress: dict[str, Any]) -> int | None:
     """Messages in the job's topics not yet read: latest offsets minus the batch's end."""
     lag = 0
     for source in progress.get("sources", []):
-        latest, end = (_as_dict(source.get(name)) for name in ("latestOffset", "endOffset"))
+        latest, end = (offsets_dict(source.get(name)) for name in ("latestOffset", "endOffset"))
         if latest is None or end is None:
             return None
         lag += sum(max(0, int(n) - int(end.get(key, 0))) for key, n in latest.items())
     return lag
-
-
-def _as_dict(value: Any) -> dict[str, Any] | None:
-    """Offsets as a dict; PySpark hands them over as JSON text or as a dict."""
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return None
-    return value if isinstance(value, dict) else None
 
 
 def _drain_then_stop(query: Any, seconds: float = 30.0) -> None:

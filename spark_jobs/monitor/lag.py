@@ -22,7 +22,8 @@ END_OFFSETS_TIMEOUT_S = 5.0
 TopicEnds = Mapping[str, Mapping[int, int]]
 
 
-def _as_dict(value: Any) -> dict[str, Any] | None:
+def offsets_dict(value: Any) -> dict[str, Any] | None:
+    """Source offsets as a dict; PySpark hands them over as JSON text or as a dict."""
     if isinstance(value, str):
         try:
             value = json.loads(value)
@@ -51,7 +52,7 @@ def consumed_offsets(
     consumed: dict[tuple[str, int], int] = {}
     found = False
     for source in progress.get("sources") or []:
-        offsets = _as_dict(source.get("endOffset"))
+        offsets = offsets_dict(source.get("endOffset"))
         if offsets is None:
             continue
         found = True
