@@ -2,6 +2,8 @@
 Great Expectations, one task per seed case, each building the Data Docs pages the run
 links to.
 
+The run first waits until the streaming job's watermark has passed the end of its day
+(`wait_for_day_closed`, a rescheduling sensor that alerts when it times out after 6 h).
 The run for logical date D covers day D (its data interval [D, D+1) UTC). A manual run from
 the UI covers the last complete day before the click, or the day given in the `day` param.
 Catchup is on, so `airflow backfill create --dag-id daily_validation --from-date ...
@@ -19,9 +21,17 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from airflow.sdk import CronDataIntervalTimetable, Param, TriggerRule, dag, task
+from airflow.sdk import (
+    CronDataIntervalTimetable,
+    Param,
+    PokeReturnValue,
+    TriggerRule,
+    dag,
+    task,
+)
 
 from spark_jobs.config import load_settings
+from spark_jobs.orchestration.callbacks import alert_on_failure
 from spark_jobs.orchestration.runs import DAY_PARAM, run_day, run_url, validation_start
 from spark_jobs.validation.cases import CASES
 
@@ -44,7 +54,18 @@ from spark_jobs.validation.cases import CASES
     doc_md=__doc__,
 )
 def daily_validation() -> None:
-    @task
+    @task.sensor(poke_interval=60, timeout=6 * 3600, mode="reschedule",
+                 on_failure_callback=alert_on_failure)
+    def wait_for_day_closed(**context: Any) -> PokeReturnValue:
+        """Wait until the streaming job has closed the day's last window (its watermark)."""
+        from spark_jobs.validation.readiness import day_closed
+
+        ready, why = day_closed(load_settings(), run_day(context))
+        print(why)
+        return PokeReturnValue(is_done=ready)
+
+    # one spark-submit at a time: backfills run up to 10 days at once on 2 cores otherwise
+    @task(max_active_tis_per_dag=1, on_failure_callback=alert_on_failure)
     def recompute(**context: Any) -> str:
         """spark-submit the batch recomputation of the run's day; returns the day."""
         from spark_jobs.batch.submit import submit_recompute
@@ -80,7 +101,7 @@ def daily_validation() -> None:
         return summary
 
     checks = [validate.override(task_id=f"validate_{case}")(case) for case in CASES]
-    recompute() >> checks >> report()
+    wait_for_day_closed() >> recompute() >> checks >> report()
 
 
 daily_validation()

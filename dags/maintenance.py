@@ -11,17 +11,19 @@ from typing import Any
 
 from airflow.sdk import dag, task
 
+from spark_jobs.orchestration.callbacks import alert_on_failure
 from spark_jobs.orchestration.runs import EPOCH
 
 
 @dag(
     dag_id="maintenance",
-    schedule="@daily",
+    schedule="0 3 * * *",  # after the daily validation, not racing it,
     start_date=EPOCH,
     catchup=False,
     max_active_runs=1,
     dagrun_timeout=timedelta(hours=2),
-    default_args={"retries": 1, "retry_delay": timedelta(minutes=5)},
+    default_args={"retries": 1, "retry_delay": timedelta(minutes=5),
+                  "on_failure_callback": alert_on_failure},
     tags=["tideline"],
     doc_md=__doc__,
 )

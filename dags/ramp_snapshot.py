@@ -12,6 +12,7 @@ from typing import Any
 
 from airflow.sdk import dag, task
 
+from spark_jobs.orchestration.callbacks import alert_on_failure
 from spark_jobs.orchestration.runs import EPOCH, as_of_ms
 
 
@@ -22,7 +23,8 @@ from spark_jobs.orchestration.runs import EPOCH, as_of_ms
     catchup=False,
     max_active_runs=1,
     dagrun_timeout=timedelta(minutes=5),
-    default_args={"retries": 2, "retry_delay": timedelta(seconds=20)},
+    default_args={"retries": 2, "retry_delay": timedelta(seconds=20),
+                  "on_failure_callback": alert_on_failure},
     tags=["tideline"],
     doc_md=__doc__,
 )

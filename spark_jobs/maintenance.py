@@ -60,7 +60,7 @@ def compact_tables(settings: Settings) -> dict[str, dict[str, Any]]:
 
 def vacuum_tables(settings: Settings) -> dict[str, int]:
     """Vacuum every table with the configured retention; per table the files deleted."""
-    hours = settings.maintenance.vacuum_retention_ms // HOUR_MS
+    hours = -(-settings.maintenance.vacuum_retention_ms // HOUR_MS)  # round up: 30m keeps 1 h
     report = {}
     for name in lake_tables(settings):
         uri = settings.lake.table(name)

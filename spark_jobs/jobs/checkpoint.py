@@ -33,3 +33,20 @@ def batch_watermark_ms(checkpoint: str, batch_id: int) -> int:
 def query_id(checkpoint: str) -> str:
     """The id Spark gave the query when this checkpoint was created."""
     return str(json.loads(_read(checkpoint, "metadata"))["id"])
+
+
+def last_committed_batch(checkpoint: str) -> int | None:
+    """The newest batch id in the checkpoint's commit log (None: nothing committed yet)."""
+    location = checkpoint if "://" in checkpoint else "file://" + os.path.abspath(checkpoint)
+    filesystem, path = pafs.FileSystem.from_uri(location)
+    selector = pafs.FileSelector(f"{path.rstrip('/')}/commits", allow_not_found=True)
+    ids = [int(info.base_name) for info in filesystem.get_file_info(selector)
+           if info.base_name.isdigit()]
+    return max(ids, default=None)
+
+
+def committed_watermark_ms(checkpoint: str) -> int | None:
+    """The watermark of the newest committed batch: every window ending at or before it is
+    final in the query's output. None when the query never committed a batch."""
+    batch = last_committed_batch(checkpoint)
+    return None if batch is None else batch_watermark_ms(checkpoint, batch)

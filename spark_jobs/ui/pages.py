@@ -36,11 +36,11 @@ def _latest(settings: Settings, name: str, order_by: str, limit: int) -> pa.Tabl
 
 def jobs_page(settings: Settings) -> str:
     """The monitor's view of every streaming job (read-only: starts and alerts nothing)."""
-    from spark_jobs.jobs.runner import JOBS
+    from spark_jobs.monitor.inputs import JOB_NAMES
     from spark_jobs.monitor.summary import render_summary
     from spark_jobs.monitor.watch import job_status
 
-    statuses = [job_status(settings, job) for job in JOBS]
+    statuses = [job_status(settings, job) for job in JOB_NAMES]
     problems = [
         f"<li><b>{escape(s['job'])}</b> {escape(p['kind'])}: {escape(p['message'])}</li>"
         for s in statuses

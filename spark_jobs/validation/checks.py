@@ -166,7 +166,19 @@ def drift_rows(
     long["streaming"] = long["streaming"].astype("float64")
     long["batch"] = long["batch"].astype("float64")
     long["drift"] = relative_drift(long["streaming"], long["batch"])
-    return long[DRIFT_COLUMNS]
+    duplicates = _duplicate_keys(closed(streaming))
+    if duplicates.empty:
+        return long[DRIFT_COLUMNS]
+    return pd.concat([long[DRIFT_COLUMNS], duplicates], ignore_index=True)
+
+
+def _duplicate_keys(streaming: pd.DataFrame) -> pd.DataFrame:
+    """A primary key written twice (CONTRACTS s.5: never duplicated) is a failed row."""
+    repeated = streaming.loc[streaming.duplicated(KEY), KEY].drop_duplicates()
+    if repeated.empty:
+        return empty(DRIFT_COLUMNS)
+    return repeated.assign(metric="duplicate_key", streaming=np.nan, batch=np.nan,
+                           drift=MISSING_ROW_DRIFT)[DRIFT_COLUMNS]
 
 
 def plain(value: Any) -> Any:

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 import pandas as pd
 import pyarrow.compute as pc
 
+from spark_jobs.config import Settings
+from spark_jobs.contracts import TABLE_EXPERIMENT_METRICS, TABLE_RAW_EVENTS
 from spark_jobs.lake.delta import read_arrow, table_exists
 from spark_jobs.validation.checks import KEY, METRICS
 
@@ -38,13 +40,25 @@ def metric_rows(
     return _read(uri, METRIC_COLUMNS, filters)
 
 
-def closed_horizon(uri: str) -> int | None:
-    """The newest window end of a streaming table: every window up to it is closed (each
-    micro-batch advances all open groups to the same closed window)."""
+def streaming_watermark_ms(settings: Settings) -> int | None:
+    """The metrics job's committed watermark, read from its checkpoint (not from its table:
+    a stalled job or a truncated table must not move the horizon of what is checked)."""
+    from spark_jobs.jobs.checkpoint import committed_watermark_ms
+
+    checkpoint = settings.lake.checkpoint(TABLE_EXPERIMENT_METRICS)
+    try:
+        return committed_watermark_ms(checkpoint)
+    except FileNotFoundError:
+        return None
+
+
+def latest_raw_ts(settings: Settings) -> int | None:
+    """Event time of the newest accepted event, or None when there is none."""
+    uri = settings.lake.table(TABLE_RAW_EVENTS)
     if not table_exists(uri):
         return None
-    ends = read_arrow(uri, columns=["window_end"])["window_end"]
-    return None if len(ends) == 0 else pc.max(ends).as_py()
+    ts = read_arrow(uri, columns=["ts"])["ts"]
+    return None if len(ts) == 0 else pc.max(ts).as_py()
 
 
 def raw_rows(uri: str, columns: list[str], since_ms: int, until_ms: int) -> pd.DataFrame:

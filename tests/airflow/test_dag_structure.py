@@ -48,8 +48,10 @@ def test_daily_validation_recomputes_validates_each_case_then_reports(dag_struct
     assert dag["max_active_runs"] <= 2
     assert dag["params"] == ["day"]
     validates = sorted(f"validate_{case}" for case in CASES)
-    assert sorted(dag["tasks"]) == sorted(["recompute", *validates, "report"])
-    assert dag["tasks"]["recompute"]["upstream"] == []
+    assert sorted(dag["tasks"]) == sorted(["wait_for_day_closed", "recompute", *validates,
+                                           "report"])
+    assert dag["tasks"]["wait_for_day_closed"]["upstream"] == []
+    assert dag["tasks"]["recompute"]["upstream"] == ["wait_for_day_closed"]
     for task_id in validates:
         assert dag["tasks"][task_id]["upstream"] == ["recompute"]
     assert dag["tasks"]["report"] == {"upstream": validates, "trigger_rule": "all_done"}
@@ -57,7 +59,7 @@ def test_daily_validation_recomputes_validates_each_case_then_reports(dag_struct
 
 def test_maintenance_compacts_before_vacuum(dag_structure):
     dag = dag_structure["dags"]["maintenance"]
-    assert (dag["cron"], dag["catchup"]) == ("0 0 * * *", False)
+    assert (dag["cron"], dag["catchup"]) == ("0 3 * * *", False)
     upstream = {task_id: task["upstream"] for task_id, task in dag["tasks"].items()}
     assert upstream == {
         "compact_tables": [],

@@ -117,3 +117,18 @@ def test_stopping_a_session_also_stops_children_in_their_own_process_group():
     assert len(session_members(leader.pid)) == 2
     stop_session(leader, grace_s=5)
     assert session_members(leader.pid) == []
+
+
+def test_a_failed_task_alert_names_the_task_and_the_first_line_of_its_error():
+    from types import SimpleNamespace
+
+    from spark_jobs.orchestration.callbacks import failure_alert_fields
+
+    ti = SimpleNamespace(dag_id="daily_validation", task_id="recompute", try_number=2)
+    fields = failure_alert_fields(
+        {"ti": ti, "exception": RuntimeError("spark-submit exited 1\nlog tail ...")}
+    )
+    assert fields["source"] == "daily_validation" and fields["kind"] == "task_failed"
+    assert fields["summary"] == "task recompute failed: spark-submit exited 1"
+    assert fields["details"] == {"task_id": "recompute", "try_number": 2}
+    assert failure_alert_fields({"ti": ti})["summary"] == "task recompute failed: see the task log"

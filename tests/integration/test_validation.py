@@ -231,3 +231,50 @@ def test_the_cli_validates_a_day_from_the_config_file(recomputed, tmp_path, monk
     with pytest.raises(SystemExit) as bad:
         main(["validate", "--date", "2026-13-01"])
     assert bad.value.code == 2
+
+
+def test_a_streaming_table_missing_its_newest_windows_fails_the_drift_check(recomputed,
+                                                                             tmp_path):
+    """A stalled job or lost rows: the horizon comes from the job's watermark, not from the
+    table being checked, so a truncated table cannot shrink what is compared."""
+    lake = copy_history(recomputed, tmp_path)
+    after, _ = day_bounds_ms(lake.days[1])
+    _corrupt(lake, lambda frame: frame[frame.window_end <= after + 6 * H])
+    summary, _stored, _alert = _failed_run(lake, "truncated")
+    drift = _checks(summary)[DRIFT]
+    assert not drift["success"] and drift["max_drift"] == 1.0
+    assert drift["details"]["rows_only_in_batch"] > 0
+    assert drift["details"]["rows_only_in_streaming"] == 0
+
+
+def test_a_primary_key_written_twice_fails_the_drift_check(recomputed, tmp_path):
+    lake = copy_history(recomputed, tmp_path)
+    after, until = day_bounds_ms(lake.days[1])
+
+    def duplicate(frame: pd.DataFrame) -> pd.DataFrame:
+        rows = _series(frame, "exp3_reramp", "control", "click", 0) & frame.window_end.between(
+            after + 1, until)
+        return pd.concat([frame, frame[rows].head(2)], ignore_index=True)
+
+    _corrupt(lake, duplicate)
+    summary, _stored, _alert = _failed_run(lake, "duplicated")
+    drift = _checks(summary)[DRIFT]
+    assert not drift["success"] and drift["details"]["duplicate_streaming_keys"] == 2
+    assert any(row["metric"] == "duplicate_key" for row in drift["details"]["unexpected_sample"])
+
+
+def test_a_day_is_ready_once_the_streaming_watermark_passed_it(history_lake, tmp_path):
+    from spark_jobs.validation.readiness import day_closed
+
+    lake = copy_history(history_lake, tmp_path)
+    assert all(day_closed(lake.settings, day)[0] for day in lake.days)
+    next_day = lake.days[-1] + datetime.timedelta(days=1)
+    raw = lake.settings.lake.table("raw_events")
+    late = read_arrow(raw).slice(0, 1).to_pandas()
+    late["ts"] = day_bounds_ms(next_day)[0] + 5 * H
+    write_deltalake(raw, pa.Table.from_pandas(late, schema=read_arrow(raw).schema,
+                                              preserve_index=False), mode="append")
+    ready, why = day_closed(lake.settings, next_day)
+    assert not ready and "has not reached the end of" in why
+    far_future = next_day + datetime.timedelta(days=30)
+    assert day_closed(lake.settings, far_future)[0]  # no data from that day on
