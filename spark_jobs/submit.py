@@ -7,13 +7,17 @@ the same command works with `local[*]`, a standalone cluster or Kubernetes: only
 
 from __future__ import annotations
 
+import datetime
 import os
 import shutil
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
-from spark_jobs.config import Settings
+import yaml
+
+from spark_jobs.config import ENV_PREFIX, Settings
 
 ENTRY_POINT = Path(__file__).resolve().parent / "entry" / "tideline_main.py"
 
@@ -57,11 +61,8 @@ def spark_submit_command(settings: Settings, cli_args: Sequence[str], app_name: 
 
 
 def submit_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Environment for a submitted application: our interpreter on both sides, our config.
-
-    TIDELINE_* variables pass through unchanged, so the application sees the same settings
-    as the process that submitted it.
-    """
+    """Environment for a submitted application: our interpreter on both sides and the pip
+    pyspark's SPARK_HOME (see `frozen_environment` for the settings it gets)."""
     env = dict(os.environ if base is None else base)
     env["PYSPARK_PYTHON"] = sys.executable
     env["PYSPARK_DRIVER_PYTHON"] = sys.executable
@@ -70,4 +71,44 @@ def submit_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
     bin_dir = str(Path(sys.executable).parent)
     if bin_dir not in env.get("PATH", "").split(os.pathsep):
         env["PATH"] = os.pathsep.join([bin_dir, env.get("PATH", "")])
+    return env
+
+
+def _plain(value: Any) -> Any:
+    """YAML-safe values: tuples become lists, anything unusual its text."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if value is None or isinstance(value, bool | int | float | str | datetime.date):
+        return value
+    return str(value)
+
+
+def freeze_settings(settings: Settings, path: str | Path) -> Path:
+    """Write the effective settings as a YAML file another process loads as TIDELINE_CONFIG.
+
+    Settings built in code (the platform's compressed durations) exist in no file or
+    variable, so child processes (Airflow tasks, spark-submit) get them this way. A local
+    lake root becomes absolute (children need not share our working directory); the file is
+    private (mode 0600) since kafka.client may hold credentials.
+    """
+    tree = _plain(settings.raw)
+    root = str(tree["lake"]["root"])
+    if "://" not in root:
+        tree["lake"]["root"] = str(Path(root).resolve())
+    file = Path(path)
+    file.parent.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with open(descriptor, "w") as out:
+        yaml.safe_dump(tree, out, sort_keys=True)
+    return file
+
+
+def frozen_environment(config_path: str | Path, base: Mapping[str, str] | None = None
+                       ) -> dict[str, str]:
+    """submit_environment() whose only Tideline configuration is the frozen file: stray
+    TIDELINE_* variables would otherwise override what the caller was given."""
+    env = {k: v for k, v in submit_environment(base).items() if not k.startswith(ENV_PREFIX)}
+    env["TIDELINE_CONFIG"] = str(Path(config_path).resolve())
     return env

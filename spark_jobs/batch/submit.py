@@ -9,17 +9,14 @@ the caller built them.
 from __future__ import annotations
 
 import datetime
-import json
 import subprocess
 import sys
 import tempfile
 from collections import deque
 from pathlib import Path
 
-import yaml
-
-from spark_jobs.config import ENV_PREFIX, Settings
-from spark_jobs.submit import spark_submit_command, submit_environment
+from spark_jobs.config import Settings
+from spark_jobs.submit import freeze_settings, frozen_environment, spark_submit_command
 
 LOG_TAIL_LINES = 40
 
@@ -28,32 +25,17 @@ class RecomputeFailed(RuntimeError):
     """The submitted recomputation exited non-zero; the message ends with its log tail."""
 
 
-def _settings_file(settings: Settings, folder: Path) -> Path:
-    path = folder / "tideline.yaml"
-    plain = json.loads(json.dumps(settings.raw, default=str))  # tuples, dates -> YAML-safe
-    path.write_text(yaml.safe_dump(plain, sort_keys=True))
-    path.chmod(0o600)  # kafka.client may hold credentials
-    return path
-
-
-def _environment(config_path: Path) -> dict[str, str]:
-    """submit_environment() without stray TIDELINE_* overrides: the file is the settings."""
-    env = {k: v for k, v in submit_environment().items() if not k.startswith(ENV_PREFIX)}
-    env["TIDELINE_CONFIG"] = str(config_path)
-    return env
-
-
 def submit_recompute(settings: Settings, day: datetime.date) -> None:
     """spark-submit `tideline recompute --date DAY`, echo its output, raise on failure."""
     with tempfile.TemporaryDirectory(prefix="tideline-recompute-") as folder:
-        config = _settings_file(settings, Path(folder))
+        config = freeze_settings(settings, Path(folder) / "tideline.yaml")
         command = spark_submit_command(
             settings, ["recompute", "--date", day.isoformat()],
             app_name=f"tideline-recompute-{day.isoformat()}",
         )
         tail: deque[str] = deque(maxlen=LOG_TAIL_LINES)
         with subprocess.Popen(
-            command, env=_environment(config), stdout=subprocess.PIPE,
+            command, env=frozen_environment(config), stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, text=True, errors="replace",
         ) as process:
             assert process.stdout is not None

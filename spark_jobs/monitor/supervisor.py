@@ -26,9 +26,6 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
-
-import yaml
 
 from spark_jobs.config import Settings
 from spark_jobs.monitor.inputs import JOB_NAMES, check_job
@@ -41,7 +38,12 @@ from spark_jobs.monitor.pidfile import (
 )
 from spark_jobs.monitor.procfs import ProcessInfo, read_process, session_members
 from spark_jobs.monitor.state_files import log_dir, run_dir
-from spark_jobs.submit import ENTRY_POINT, spark_submit_command, submit_environment
+from spark_jobs.submit import (
+    ENTRY_POINT,
+    freeze_settings,
+    frozen_environment,
+    spark_submit_command,
+)
 
 log = logging.getLogger(__name__)
 
@@ -115,28 +117,9 @@ def is_running(settings: Settings, job: str) -> bool:
     return running_record(settings, job) is not None
 
 
-def _plain(value: Any) -> Any:
-    """The settings tree as YAML-safe values (tuples become lists, odd objects text)."""
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if value is None or isinstance(value, bool | int | float | str | datetime.date):
-        return value
-    return str(value)
-
-
 def _job_environment(settings: Settings, job: str) -> dict[str, str]:
-    """spark-submit's environment, with our settings as the only Tideline configuration:
-    TIDELINE_* variables are dropped so they cannot override what the monitor was given."""
-    path = settings_path(settings, job)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # may hold credentials
-    with open(fd, "w") as out:
-        yaml.safe_dump(_plain(settings.raw), out, sort_keys=True)
-    env = {k: v for k, v in submit_environment().items() if not k.startswith("TIDELINE_")}
-    env["TIDELINE_CONFIG"] = str(path.resolve())
-    return env
+    """spark-submit's environment, with our settings as the only Tideline configuration."""
+    return frozen_environment(freeze_settings(settings, settings_path(settings, job)))
 
 
 def start_job_process(settings: Settings, job: str) -> RunRecord:

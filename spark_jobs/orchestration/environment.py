@@ -12,12 +12,10 @@ import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
-import yaml
-
-from spark_jobs.config import ENV_PREFIX, Settings, deep_merge
+from spark_jobs.config import ENV_PREFIX, Settings
+from spark_jobs.submit import freeze_settings
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DAGS_FOLDER = REPO_ROOT / "dags"
@@ -39,20 +37,8 @@ def passwords_file(home: str | Path) -> Path:
 
 
 def write_settings_file(settings: Settings, path: str | Path) -> Path:
-    """Freeze the effective settings into a YAML file for Airflow's task processes.
-
-    Settings built in code (the platform's compressed demo durations) exist in no file or
-    variable; tasks load them from this file. A local lake root is made absolute, since task
-    processes need not share our working directory.
-    """
-    tree: dict[str, Any] = deep_merge(settings.raw, {})
-    root = str(tree["lake"]["root"])
-    if "://" not in root:
-        tree["lake"]["root"] = str(Path(root).resolve())
-    file = Path(path)
-    file.parent.mkdir(parents=True, exist_ok=True)
-    file.write_text(yaml.safe_dump(tree, sort_keys=True))
-    return file
+    """Freeze the effective settings for Airflow's task processes (`freeze_settings`)."""
+    return freeze_settings(settings, path)
 
 
 def _execution_api_url(settings: Settings) -> str:
