@@ -148,7 +148,7 @@ def start_job_process(settings: Settings, job: str) -> RunRecord:
             start_new_session=True, close_fds=True,
         )
     _children[child.pid] = child
-    process = read_process(child.pid)
+    process = _after_exec(child.pid, job_signature(job))
     record = RunRecord(
         job=job,
         pid=child.pid,
@@ -160,6 +160,19 @@ def start_job_process(settings: Settings, job: str) -> RunRecord:
     )
     write_record(settings, record)
     return record
+
+
+def _after_exec(pid: int, signature: tuple[str, ...], timeout_s: float = 10.0
+                ) -> ProcessInfo | None:
+    """The child once it runs spark-submit (until its exec, /proc shows our own command
+    line, and the job would look not running); None or the last view if it exits first."""
+    deadline = time.monotonic() + timeout_s
+    process = read_process(pid)
+    while (process is not None and process.alive and time.monotonic() < deadline
+           and not runs_command(process.cmdline, signature)):
+        time.sleep(0.01)
+        process = read_process(pid)
+    return process
 
 
 def launch_job(settings: Settings, job: str) -> RunRecord:
