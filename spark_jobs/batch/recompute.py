@@ -40,7 +40,7 @@ from spark_jobs.domain.batch_metrics import (
 from spark_jobs.domain.periods import periods
 from spark_jobs.domain.user_metrics import Delta
 from spark_jobs.jobs.experiment_metrics import METRICS_SCHEMA, PRIMARY_KEY
-from spark_jobs.lake.delta import merge_once, read_spark, transaction_version
+from spark_jobs.lake.delta import read_spark, replace_slice_once, transaction_version
 from spark_jobs.metadata import read_ramps
 
 __all__ = ["TABLE_BATCH_METRICS", "recompute_day", "submit_recompute"]
@@ -123,12 +123,14 @@ def recompute_day(spark: SparkSession, settings: Settings, day: datetime.date) -
     """Recompute every window ending in (day 00:00, day+1 00:00] UTC; returns rows upserted.
 
     Each run of a day commits under its own Delta app id with the next batch number, so the
-    log records how often a day was recomputed; the upsert makes reruns idempotent.
+    log records how often a day was recomputed. The day's slice is replaced in one commit, so
+    rows of a period that a ramps correction removed do not linger.
     """
     plan = metric_rows(spark, settings, day)
     table = _as_metrics_table(None if plan is None else plan.toArrow())
     uri = settings.lake.table(TABLE_BATCH_METRICS)
     app_id = f"{APP_ID_PREFIX}@{day.isoformat()}"
     previous = transaction_version(uri, app_id)
-    merge_once(uri, table, PRIMARY_KEY, app_id, 0 if previous is None else previous + 1)
+    batch = 0 if previous is None else previous + 1
+    replace_slice_once(uri, table, PRIMARY_KEY, "window_end", day_bounds_ms(day), app_id, batch)
     return table.num_rows

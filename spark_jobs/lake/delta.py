@@ -134,6 +134,49 @@ def merge_once(
     return with_commit_retries(write)
 
 
+def replace_slice_once(
+    table_uri: str,
+    data: pa.Table,
+    keys: Sequence[str],
+    column: str,
+    bounds: tuple[int, int],
+    app_id: str,
+    batch_id: int,
+) -> bool:
+    """Make the rows with `bounds[0] < column <= bounds[1]` equal `data`, in one commit,
+    unless app_id already committed batch_id: rows of that slice which `data` no longer has
+    are deleted, unlike `merge_once`. `data` must lie inside the slice."""
+    key_list = _check_keys(data, keys)
+    source = last_per_key(data, key_list)
+    lower, upper = (int(b) for b in bounds)
+
+    def in_slice(alias: str) -> str:
+        return f"{alias}{_quoted(column)} > {lower} AND {alias}{_quoted(column)} <= {upper}"
+
+    def write() -> bool:
+        table = load_table(table_uri)
+        if _already_done(table, app_id, batch_id):
+            return False
+        commit = _commit(app_id, batch_id)
+        if table is None or source.num_rows == 0:
+            if table is not None:  # a MERGE of no rows commits nothing: delete, then mark
+                table.delete(in_slice(""))
+            _upsert(load_table(table_uri), table_uri, source, key_list, commit)
+            return True
+        predicate = " AND ".join(f"t.{_quoted(k)} = s.{_quoted(k)}" for k in key_list)
+        (
+            table.merge(source, predicate, source_alias="s", target_alias="t",
+                        commit_properties=commit)
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .when_not_matched_by_source_delete(in_slice("t."))
+            .execute()
+        )
+        return True
+
+    return with_commit_retries(write)
+
+
 def _check_keys(data: pa.Table, keys: Sequence[str]) -> list[str]:
     key_list = list(keys)
     if not key_list:

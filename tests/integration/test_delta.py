@@ -216,3 +216,22 @@ def test_read_spark(spark, uri, tmp_path):
     append_once(parted, pa.table({"day": ["d1", "d2"], "n": [1, 2]}), "job", 0, ["day"])
     got = sorted((r.day, r.n) for r in read_spark(spark, parted).collect())
     assert got == [("d1", 1), ("d2", 2)]
+
+
+def test_replace_slice_once_deletes_rows_the_new_slice_no_longer_has(tmp_path):
+    from spark_jobs.lake.delta import replace_slice_once
+
+    uri = str(tmp_path / "t")
+    data = pa.table({"k": pa.array([1, 2, 3, 4], pa.int64()), "w": pa.array([5, 15, 15, 25]),
+                     "v": ["a", "b", "c", "d"]})
+    assert replace_slice_once(uri, data, ["k"], "w", (0, 100), "day@1", 0)
+    day = pa.table({"k": pa.array([2], pa.int64()), "w": pa.array([15]), "v": ["B"]})
+    assert replace_slice_once(uri, day, ["k"], "w", (10, 20), "day@1", 1)
+    assert not replace_slice_once(uri, day, ["k"], "w", (10, 20), "day@1", 1)  # a replay
+    rows = sorted(read_arrow(uri).to_pylist(), key=lambda r: r["k"])
+    assert [(r["k"], r["v"]) for r in rows] == [(1, "a"), (2, "B"), (4, "d")]  # 3 deleted
+
+    empty = day.slice(0, 0)
+    assert replace_slice_once(uri, empty, ["k"], "w", (10, 20), "day@1", 2)
+    assert sorted(r["k"] for r in read_arrow(uri).to_pylist()) == [1, 4]
+    assert transaction_version(uri, "day@1") == 2

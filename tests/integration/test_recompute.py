@@ -12,6 +12,7 @@ import shutil
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from deltalake import write_deltalake
 from history import copy_history
@@ -67,6 +68,12 @@ def test_a_rerun_replaces_the_day_instead_of_adding_to_it(
     lake = copy_history(recomputed_history_lake, tmp_path)
     day = lake.days[1]
     before = _table(lake.settings, TABLE_BATCH_METRICS)
+    uri = lake.settings.lake.table(TABLE_BATCH_METRICS)
+    # a row of a period that no longer exists (say, a ramp row since corrected) must go
+    stale = read_arrow(uri).filter(pc.field("window_end") == day_bounds_ms(day)[1]).slice(0, 1)
+    stale = stale.set_column(stale.schema.get_field_index("experiment_hash"),
+                             "experiment_hash", pa.array(["exp_withdrawn"]))
+    write_deltalake(uri, stale, mode="append")
     assert recompute_day(spark, lake.settings, day) == _rows_per_day(before, [day])[0]
     after = _table(lake.settings, TABLE_BATCH_METRICS)
     assert not after.duplicated(KEY).any()
