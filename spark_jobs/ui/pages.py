@@ -10,6 +10,7 @@ from html import escape
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from fastapi import FastAPI
 from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
@@ -17,7 +18,7 @@ from fastapi.staticfiles import StaticFiles
 from spark_jobs.config import Settings, load_settings
 from spark_jobs.contracts import TABLE_ALERTS, TABLE_VALIDATION_RESULTS
 from spark_jobs.lake.delta import TableMissingError, read_arrow
-from spark_jobs.ui.tables import page, table
+from spark_jobs.ui.tables import Link, page, table
 
 ALERT_COLUMNS = ("created_at", "source", "kind", "summary", "experiment_hash",
                  "experiment_group", "metric", "observed", "threshold", "run_url", "channels")
@@ -61,13 +62,34 @@ def alerts_page(settings: Settings) -> str:
     return page(f"Alerts (latest {LATEST_ALERTS})", body, refresh_s=30)
 
 
-def validation_page(settings: Settings) -> str:
+def docs_link(settings: Settings, page_path: str | None) -> Link | str | None:
+    """A Data Docs page as a link served under this app (relative: works behind a proxy)."""
+    if not page_path:
+        return None
+    try:
+        relative = Path(page_path).resolve().relative_to(
+            Path(settings.validation.data_docs).resolve()
+        )
+    except ValueError:
+        return page_path
+    return Link(f"data-docs/{relative.as_posix()}", "Data Docs")
+
+
+def validation_page(settings: Settings, run_id: str | None = None) -> str:
+    """The newest results, or one run's (the Validation tab of a DAG run links here)."""
     data = _latest(settings, TABLE_VALIDATION_RESULTS, "validated_at", 300)
+    title = "Validation results" + (f" of run {run_id}" if run_id else "")
+    if data is not None and run_id:
+        data = data.filter(pc.field("run_id") == run_id)
     if data is None or data.num_rows == 0:
-        return page("Validation results", "<p>No validation has run yet.</p>")
+        return page(title, "<p>No validation result for this run.</p>" if run_id
+                    else "<p>No validation has run yet.</p>")
     columns = [c for c in data.column_names if c != "details"]
-    rows = [[row.get(c) for c in columns] for row in data.to_pylist()]
-    return page("Validation results", table(columns, rows, ""), refresh_s=60)
+    rows = [
+        [docs_link(settings, row.get(c)) if c == "data_docs" else row.get(c) for c in columns]
+        for row in data.to_pylist()
+    ]
+    return page(title, table(columns, rows, ""), refresh_s=60)
 
 
 def build_app(settings: Settings | None = None) -> FastAPI:
@@ -88,8 +110,8 @@ def build_app(settings: Settings | None = None) -> FastAPI:
         return alerts_page(settings)
 
     @app.get("/validation", response_class=HTMLResponse)
-    def validation() -> str:
-        return validation_page(settings)
+    def validation(run_id: str | None = None) -> str:
+        return validation_page(settings, run_id)
 
     docs = Path(settings.validation.data_docs)
     docs.mkdir(parents=True, exist_ok=True)  # served before the first validation builds it

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 STYLE = """
@@ -29,9 +30,19 @@ def page(title: str, body: str, refresh_s: int | None = None) -> str:
     )
 
 
+@dataclass(frozen=True)
+class Link:
+    """A cell that links somewhere (the table escapes every other value)."""
+
+    href: str
+    text: str
+
+
 def cell(value: Any) -> str:
     if value is None:
         return ""
+    if isinstance(value, Link):
+        return f'<a href="{html.escape(value.href)}">{html.escape(value.text)}</a>'
     if value is True:
         return '<span class="ok">yes</span>'
     if value is False:

@@ -1,6 +1,7 @@
 """A person's path through the Airflow UI, in headless Chromium: log in with the generated
-password, see the four DAGs, trigger `daily_validation` from its page, watch the run succeed.
-Screenshots of each step go to test-artifacts/ at the repo root.
+password, see the four DAGs, trigger `daily_validation` from its page, watch the run succeed,
+open the run's Validation tab (the Tideline plugin) with its Data Docs links. Screenshots of
+each step go to test-artifacts/ at the repo root.
 
 A manual run from the UI carries a logical date (the moment of the click) and, with the
 DAG's data-interval timetable, the last complete day before it, which it validates.
@@ -125,3 +126,14 @@ def test_log_in_see_dags_trigger_validation_and_see_it_succeed(running_airflow, 
     )
     yesterday = (clicked_at - datetime.timedelta(days=1)).date().isoformat()
     assert run["data_interval_start"].startswith(yesterday)  # the day the run validated
+
+    # the Tideline plugin's tab on the run: its checks, each linked to its Data Docs page
+    tab = (By.XPATH, "//*[normalize-space(text())='Validation']")
+    wait.until(expected_conditions.element_to_be_clickable(tab)).click()
+    wait.until(lambda d: "tideline-run-validation" in d.current_url)
+    wait.until(expected_conditions.frame_to_be_available_and_switch_to_it((By.TAG_NAME,
+                                                                           "iframe")))
+    wait.until(lambda d: f"Validation results of run {run_id}" in d.page_source)
+    assert browser.page_source.count('href="data-docs/validations/') == 9  # 3 cases x 3 checks
+    browser.switch_to.default_content()
+    screenshot(browser, "5-run-validation-tab")

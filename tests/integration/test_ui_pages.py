@@ -32,12 +32,23 @@ def test_validation_page_and_data_docs_are_served(make_settings):
     upsert_rows(settings.lake.table("validation_results"), pa.table({
         "run_id": ["r1"], "case": ["single_ramp"], "check": ["drift"], "success": [False],
         "validated_at": pa.array([datetime(2026, 1, 2, tzinfo=UTC)], pa.timestamp("us", "UTC")),
-        "details": ["{}"],
+        "details": ["{}"], "data_docs": pa.array([None], pa.string()),
     }), ["run_id", "case", "check"])
     text = client.get("/validation").text
     assert "single_ramp" in text and 'class="bad"' in text and "<th>details</th>" not in text
 
     docs = Path(settings.validation.data_docs)
+    page = docs / "validations" / "drift" / "r1.html"
+    upsert_rows(settings.lake.table("validation_results"), pa.table({
+        "run_id": ["r2"], "case": ["reramp"], "check": ["drift"], "success": [True],
+        "validated_at": pa.array([datetime(2026, 1, 3, tzinfo=UTC)], pa.timestamp("us", "UTC")),
+        "details": ["{}"], "data_docs": [str(page)],
+    }), ["run_id", "case", "check"])
+    one_run = client.get("/validation", params={"run_id": "r2"}).text
+    assert "reramp" in one_run and "single_ramp" not in one_run
+    assert '<a href="data-docs/validations/drift/r1.html">Data Docs</a>' in one_run
+    assert "No validation result for this run." in client.get(
+        "/validation", params={"run_id": "other"}).text
     assert client.get("/data-docs/index.html").status_code == 404
     (docs / "index.html").write_text("<html>GX Data Docs</html>")
     assert client.get("/data-docs/index.html").text == "<html>GX Data Docs</html>"
