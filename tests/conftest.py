@@ -63,23 +63,9 @@ def own_broker() -> Iterator[str]:
 @pytest.fixture
 def run_now(spark) -> Callable[[Settings, str], Any]:
     """Run one job with --available-now semantics in the shared session; returns the query."""
-    from spark_jobs.jobs.runner import start_job
+    from helpers.jobs import run_available_now
 
-    def run(settings: Settings, job: str) -> Any:
-        query, sink = start_job(spark, settings, job, available_now=True)
-        try:
-            query.awaitTermination(timeout=300)
-        finally:
-            if hasattr(sink, "close"):
-                sink.close()
-        if query.isActive:
-            query.stop()
-            raise AssertionError(f"{job} did not finish within 300 s")
-        if query.exception() is not None:
-            raise AssertionError(f"{job} failed: {query.exception()}")
-        return query
-
-    return run
+    return lambda settings, job: run_available_now(spark, settings, job)
 
 
 @pytest.fixture(scope="session")

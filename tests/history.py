@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from helpers.jobs import run_available_now
 
 from spark_jobs.broker import EmbeddedBroker
 from spark_jobs.config import Settings, deep_merge, load_settings
 from spark_jobs.domain.periods import RampRow
 from spark_jobs.generator import DEFAULT_START_MS, HOUR_MS, TrafficSpec, produce
-from spark_jobs.jobs.runner import start_job
 from spark_jobs.metadata import add_ramps
 from spark_jobs.snapshot import publish_snapshot
 
@@ -75,19 +75,6 @@ def history_spec(settings: Settings) -> TrafficSpec:
     )
 
 
-def _run_available_now(spark: Any, settings: Settings, job: str) -> None:
-    query, sink = start_job(spark, settings, job, available_now=True)
-    try:
-        query.awaitTermination(timeout=JOB_TIMEOUT_S)
-    finally:
-        sink.close()
-    if query.isActive:
-        query.stop()
-        raise RuntimeError(f"{job} did not finish within {JOB_TIMEOUT_S} s")
-    if query.exception() is not None:
-        raise RuntimeError(f"{job} failed: {query.exception()}")
-
-
 def build_history_lake(spark: Any, root: Path) -> HistoryLake:
     """Generate the traffic, load the ramps, publish a snapshot and run the three jobs.
 
@@ -104,7 +91,7 @@ def build_history_lake(spark: Any, root: Path) -> HistoryLake:
         publish_snapshot(settings, spec.start_ms + spec.duration_ms, None)
         produce(spec, settings, progress=False)
         for job in JOB_ORDER:
-            _run_available_now(spark, settings, job)
+            run_available_now(spark, settings, job, JOB_TIMEOUT_S)
     first = datetime.datetime.fromtimestamp(spec.start_ms / 1000, datetime.UTC).date()
     days = [first + datetime.timedelta(days=i) for i in range(HISTORY_DAYS)]
     return HistoryLake(settings=settings, config_path=config_path, days=days, spec=spec)

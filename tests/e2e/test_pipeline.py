@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from helpers.jobs import run_available_now
 from reference.metrics_reference import experiment_metrics as reference_metrics
 
 from spark_jobs.broker import EmbeddedBroker
@@ -22,7 +23,6 @@ from spark_jobs.config import load_settings
 from spark_jobs.domain.periods import RampRow
 from spark_jobs.generator import MALFORMED, TrafficSpec, generate, produce
 from spark_jobs.jobs.checkpoint import batch_watermark_ms, query_id
-from spark_jobs.jobs.runner import start_job
 from spark_jobs.lake.delta import read_arrow, transaction_version
 from spark_jobs.metadata import add_ramps
 from spark_jobs.snapshot import publish_snapshot
@@ -41,17 +41,6 @@ CONFIG = {
     "jobs": {"max_records_per_trigger": 8000, "compact_every_batches": 5},
     "spark": {"master": "local[2]"},
 }
-
-
-def _run(spark, settings, job: str):
-    query, sink = start_job(spark, settings, job, available_now=True)
-    try:
-        query.awaitTermination(timeout=600)
-    finally:
-        sink.close()
-    assert not query.isActive, f"{job} did not finish"
-    assert query.exception() is None, f"{job} failed: {query.exception()}"
-    return query
 
 
 def _final_watermark(settings, query) -> int:
@@ -80,9 +69,9 @@ def pipeline(spark, tmp_path_factory):
         ramps = spec.ramp_rows()
         add_ramps(settings.metadata.url, [RampRow(**row) for row in ramps])
         publish_snapshot(settings, spec.start_ms + spec.duration_ms, None)
-        _run(spark, settings, "filter_events")
-        _run(spark, settings, "filter_activations")
-        query = _run(spark, settings, "experiment_metrics")
+        run_available_now(spark, settings, "filter_events", 600)
+        run_available_now(spark, settings, "filter_activations", 600)
+        query = run_available_now(spark, settings, "experiment_metrics", 600)
         yield {
             "settings": settings, "overrides": overrides, "spec": spec, "records": records,
             "ramps": ramps, "watermark": _final_watermark(settings, query), "root": root,
