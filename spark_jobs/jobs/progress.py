@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -43,8 +44,16 @@ class ProgressFileListener(StreamingQueryListener):
         self.keep_history = keep_history
         self.terminated = False
         self._last_idle_s = 0.0
+        self._lock = threading.Lock()  # listener bus thread vs the runner's final write
 
     def _write(self, payload: dict[str, Any], history: bool = True) -> None:
+        """Write unless the final status is already out: the listener bus delivers events
+        late, and an idle heartbeat must not overwrite 'stopped'."""
+        with self._lock:
+            if not self.terminated:
+                self._write_unlocked(payload, history)
+
+    def _write_unlocked(self, payload: dict[str, Any], history: bool) -> None:
         payload["reported_at_ms"] = int(time.time() * 1000)
         text = json.dumps(payload)
         target = self.folder / f"{self.job}.json"
@@ -52,10 +61,10 @@ class ProgressFileListener(StreamingQueryListener):
         temp.write_text(text)
         os.replace(temp, target)
         if self.keep_history and history:
-            history = self.folder / f"{self.job}.jsonl"
-            if history.exists() and history.stat().st_size > HISTORY_MAX_BYTES:
-                os.replace(history, history.with_suffix(".jsonl.1"))  # keep one older file
-            with history.open("a") as out:
+            history_file = self.folder / f"{self.job}.jsonl"
+            if history_file.exists() and history_file.stat().st_size > HISTORY_MAX_BYTES:
+                os.replace(history_file, history_file.with_suffix(".jsonl.1"))  # keep one older
+            with history_file.open("a") as out:
                 out.write(text + "\n")
 
     def onQueryStarted(self, event: Any) -> None:
@@ -89,7 +98,9 @@ class ProgressFileListener(StreamingQueryListener):
     def write_final(self, exception: str | None) -> None:
         """Record how the query ended (once); the runner calls it too, since a driver that
         exits right after `query.stop()` may never receive the listener's event."""
-        if self.terminated:
-            return
-        self.terminated = True
-        self._write({"status": "failed" if exception else "stopped", "exception": exception})
+        with self._lock:
+            if self.terminated:
+                return
+            self._write_unlocked({"status": "failed" if exception else "stopped",
+                                  "exception": exception}, history=True)
+            self.terminated = True
