@@ -7,6 +7,7 @@ A wrong value fails at start with a message naming the key and what to write ins
 from __future__ import annotations
 
 import copy
+import dataclasses
 import datetime
 import os
 from collections.abc import Mapping
@@ -55,6 +56,15 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "restart_window": "30m",
         "stop_timeout": "60s",
     },
+    "stats": {
+        "alpha": 0.05,
+        "method": "sequential",
+        "mixture_sd": 0.1,
+        "srm_alpha": 0.001,
+        "min_users": 100,
+        "guardrail_events": None,  # None = impression, when it is a critical event type
+    },
+    "dashboard": {"host": "127.0.0.1", "port": 8050, "refresh": "10s"},
     "maintenance": {
         "vacuum_retention": "7d",
         "snapshots_kept": 288,
@@ -165,6 +175,30 @@ class MaintenanceSettings:
     checkpoint_batches_kept: int
 
 
+STAT_METHODS = ("sequential", "bonferroni")
+DEFAULT_GUARDRAILS = ("impression",)
+
+
+@dataclass(frozen=True)
+class StatsSettings:
+    """How verdicts are reached: `method` names the test a verdict uses (the other is shown
+    too); `mixture_sd` is the mSPRT mixing spread in per-user standard deviations."""
+
+    alpha: float
+    method: str
+    mixture_sd: float
+    srm_alpha: float
+    min_users: int
+    guardrail_events: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class DashboardSettings:
+    host: str
+    port: int
+    refresh_ms: int
+
+
 @dataclass(frozen=True)
 class Settings:
     kafka: KafkaSettings
@@ -178,6 +212,8 @@ class Settings:
     validation: ValidationSettings
     monitor: MonitorSettings
     maintenance: MaintenanceSettings
+    stats: StatsSettings
+    dashboard: DashboardSettings
     raw: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
 
 
@@ -335,6 +371,37 @@ def _airflow(tree: Mapping[str, Any]) -> AirflowSettings:
     return AirflowSettings(home=home, host=host, port=port, base_url=base_url)
 
 
+def _open_fraction(tree: Mapping[str, Any], section: str, key: str) -> float:
+    value = tree[section][key]
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1:
+        raise ConfigError(f"{section}.{key} must be between 0 and 1 (exclusive), got {value!r}")
+    return float(value)
+
+
+def _stats(tree: Mapping[str, Any]) -> StatsSettings:
+    method = tree["stats"]["method"]
+    if method not in STAT_METHODS:
+        raise ConfigError(f"stats.method must be one of {', '.join(STAT_METHODS)}, got {method!r}")
+    mixture_sd = tree["stats"]["mixture_sd"]
+    if isinstance(mixture_sd, bool) or not isinstance(mixture_sd, int | float) or mixture_sd <= 0:
+        raise ConfigError(f"stats.mixture_sd must be a positive number, got {mixture_sd!r}")
+    guardrails = tree["stats"]["guardrail_events"] or []
+    if isinstance(guardrails, str):
+        guardrails = [part.strip() for part in guardrails.split(",") if part.strip()]
+    if not isinstance(guardrails, list) or not all(isinstance(v, str) for v in guardrails):
+        raise ConfigError(
+            f"stats.guardrail_events must be a list of event types, got {guardrails!r}"
+        )
+    return StatsSettings(
+        alpha=_open_fraction(tree, "stats", "alpha"),
+        method=method,
+        mixture_sd=float(mixture_sd),
+        srm_alpha=_open_fraction(tree, "stats", "srm_alpha"),
+        min_users=_positive_int(tree, "stats", "min_users"),
+        guardrail_events=tuple(guardrails),
+    )
+
+
 def build_settings(tree: Mapping[str, Any]) -> Settings:
     """Validate a merged config tree into typed settings."""
     _check_known(tree)
@@ -349,6 +416,16 @@ def build_settings(tree: Mapping[str, Any]) -> Settings:
     )
     if experiments.window_ms > experiments.period_ms:
         raise ConfigError("experiments.window must not be longer than experiments.period")
+    stats = _stats(tree)
+    if tree["stats"]["guardrail_events"] is None:
+        defaults = tuple(e for e in DEFAULT_GUARDRAILS if e in experiments.critical_event_types)
+        stats = dataclasses.replace(stats, guardrail_events=defaults)
+    unknown = set(stats.guardrail_events) - set(experiments.critical_event_types)
+    if unknown:
+        raise ConfigError(
+            f"stats.guardrail_events {sorted(unknown)} are not critical event types "
+            f"(experiments.critical_event_types: {', '.join(experiments.critical_event_types)})"
+        )
     bootstrap = tree["kafka"]["bootstrap"]
     if not isinstance(bootstrap, str) or not bootstrap.strip():
         raise ConfigError("kafka.bootstrap must be host:port[,host:port...]")
@@ -398,6 +475,12 @@ def build_settings(tree: Mapping[str, Any]) -> Settings:
             vacuum_retention_ms=_duration(tree, "maintenance", "vacuum_retention"),
             snapshots_kept=_positive_int(tree, "maintenance", "snapshots_kept"),
             checkpoint_batches_kept=_positive_int(tree, "maintenance", "checkpoint_batches_kept"),
+        ),
+        stats=stats,
+        dashboard=DashboardSettings(
+            host=str(tree["dashboard"]["host"]),
+            port=_positive_int(tree, "dashboard", "port"),
+            refresh_ms=_duration(tree, "dashboard", "refresh", 1000),
         ),
         raw=dict(tree),
     )

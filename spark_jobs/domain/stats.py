@@ -121,3 +121,10 @@ def sample_ratio_mismatch(observed: Sequence[int], allocation: Sequence[float]) 
         for count, share in zip(observed, allocation, strict=True)
     )
     return float(chi2.sf(statistic, len(observed) - 1))
+
+
+def bonferroni(p_value: float, tests: int) -> float:
+    """p-value adjusted for `tests` comparisons (looks x metrics), capped at 1."""
+    if tests < 1:
+        raise ValueError("need at least one test")
+    return min(1.0, p_value * tests)
