@@ -20,10 +20,10 @@ from typing import Any
 import pandas as pd
 
 from spark_jobs.config import Settings
+from spark_jobs.contracts import TABLE_EXPERIMENT_METRICS
 from spark_jobs.domain.periods import RampRow
 from spark_jobs.domain.stats import GroupCounts
 from spark_jobs.domain.verdicts import ExperimentVerdict, GroupHistory, judge
-from spark_jobs.contracts import TABLE_EXPERIMENT_METRICS
 from spark_jobs.lake.delta import load_table
 
 COLUMNS = [
