@@ -187,6 +187,16 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     return run_demo(settings, rate=args.rate, seconds=args.seconds)
 
 
+def cmd_dashboard(args: argparse.Namespace, settings: Settings) -> int:
+    from spark_jobs.dashboard.server import DashboardStartError, serve_forever
+
+    try:
+        serve_forever(settings, port=args.port)
+    except DashboardStartError as exc:
+        raise UsageError(str(exc)) from None
+    return 0
+
+
 def cmd_platform(args: argparse.Namespace, settings: Settings) -> int:
     from spark_jobs.platform import run_platform
 
@@ -271,6 +281,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--rate", type=float, default=2000.0, help="generator messages/s")
     demo.add_argument("--seconds", type=float, help="stop after this long (default: Ctrl-C)")
     demo.set_defaults(func=cmd_demo)
+
+    dashboard = commands.add_parser(
+        "dashboard", help="experiment results dashboard on 127.0.0.1 (verdicts, lift, bands)"
+    )
+    dashboard.add_argument("--port", type=int, help="port (default: dashboard.port, 8050)")
+    dashboard.set_defaults(func=cmd_dashboard)
 
     platform = commands.add_parser(
         "platform",

@@ -3,7 +3,8 @@
 It starts the embedded broker (unless kafka.bootstrap points elsewhere), loads demo
 experiments into the metadata DB, publishes a first ramp snapshot, starts Airflow standalone
 (SQLite, LocalExecutor, 127.0.0.1, login with a generated password) with the Tideline DAGs
-unpaused, and produces synthetic traffic at a steady rate. The `streaming_jobs` DAG then
+unpaused, serves the results dashboard (`dashboard.port`, 8050), and produces synthetic
+traffic at a steady rate. The `streaming_jobs` DAG then
 deploys the three streaming jobs within a minute, `ramp_snapshot` publishes every 5 minutes,
 `daily_validation` and `maintenance` run daily. Ctrl-C (or SIGTERM) stops the generator,
 Airflow, the streaming jobs and the broker, in that order, so nothing restarts a job that is
@@ -37,9 +38,12 @@ from types import FrameType
 from typing import Any
 
 from spark_jobs.config import EMBEDDED_BROKER_PORT, Settings, build_settings, deep_merge
+from spark_jobs.dashboard.server import DashboardServer, DashboardStartError
 from spark_jobs.orchestration.standalone import AirflowStartError
 
-DAG_IDS = ("daily_validation", "maintenance", "ramp_snapshot", "streaming_jobs")
+DAG_IDS = (
+    "daily_validation", "experiment_guardrails", "maintenance", "ramp_snapshot", "streaming_jobs",
+)
 EVENT_TIME_LAG = datetime.timedelta(minutes=6)
 DEFAULT_USERS = 10_000
 RAMP_CYCLES = 200  # traffic cycles (2 h each) with ramps: over two weeks of running
@@ -208,6 +212,9 @@ def run_platform(
     except AirflowStartError as exc:
         print(f"tideline: Airflow did not start: {exc}", file=sys.stderr)
         return 1
+    except DashboardStartError as exc:
+        print(f"tideline: {exc}", file=sys.stderr)
+        return 1
     finally:
         print("\nstopping ...", flush=True)
         for sig in handlers:  # a second Ctrl-C must not cut the clean-up short
@@ -222,8 +229,8 @@ def run_platform(
 def _start_and_wait(settings: Settings, users: int, seconds: float | None, stack: ExitStack) -> int:
     """Start everything, registering each stop on `stack` as soon as its start is under way.
 
-    The stack unwinds in reverse: traffic, Airflow, streaming jobs, broker. Jobs stop after
-    Airflow so that the streaming_jobs DAG cannot start them again.
+    The stack unwinds in reverse: traffic, dashboard, Airflow, streaming jobs, broker. Jobs
+    stop after Airflow so that the streaming_jobs DAG cannot start them again.
     """
     from spark_jobs.broker import EmbeddedBroker
     from spark_jobs.generator import produce
@@ -249,6 +256,10 @@ def _start_and_wait(settings: Settings, users: int, seconds: float | None, stack
     print(f"published ramp snapshot {path.name}", flush=True)
 
     airflow, access = start_airflow(settings, stack)
+    dashboard = DashboardServer(settings)
+    stack.callback(_report_stopped, "dashboard")
+    stack.callback(dashboard.stop)
+    dashboard.start()
 
     rate = realtime_rate(spec)
     stop = threading.Event()
@@ -268,6 +279,7 @@ def _start_and_wait(settings: Settings, users: int, seconds: float | None, stack
         f"  Airflow UI : {access.url}\n"
         f"  user       : {access.user}\n"
         f"  password   : {access.password}\n"
+        f"  dashboard  : {dashboard.url}\n"
         f"  traffic    : {rate:.0f} messages/s, event time {lag_min} min behind the clock\n"
         "The streaming_jobs DAG deploys the streaming jobs within a minute.\n"
         "Ctrl-C stops everything.\n",

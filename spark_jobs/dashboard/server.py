@@ -13,6 +13,10 @@ from spark_jobs.config import Settings
 START_TIMEOUT_S = 20.0
 
 
+class DashboardStartError(RuntimeError):
+    """The dashboard could not listen; the message says what to change."""
+
+
 def _server(settings: Settings, port: int):  # -> uvicorn.Server
     import uvicorn
 
@@ -30,7 +34,7 @@ def check_port_free(host: str, port: int) -> None:
         try:
             probe.bind((host, port))
         except OSError as exc:
-            raise RuntimeError(
+            raise DashboardStartError(
                 f"dashboard: cannot listen on {host}:{port} ({exc.strerror}); set "
                 "dashboard.port (or TIDELINE_DASHBOARD__PORT) to a free port"
             ) from None
@@ -69,7 +73,7 @@ class DashboardServer:
         deadline = time.monotonic() + START_TIMEOUT_S
         while not self._server.started:
             if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError(f"dashboard did not start on {self.url}")
+                raise DashboardStartError(f"dashboard did not start on {self.url}")
             time.sleep(0.05)
         return self.url
 

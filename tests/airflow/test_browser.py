@@ -1,5 +1,5 @@
 """A person's path through the Airflow UI, in headless Chromium: log in with the generated
-password, see the four DAGs, trigger `daily_validation` from its page, watch the run succeed,
+password, see the five DAGs, trigger `daily_validation` from its page, watch the run succeed,
 open the run's Validation tab (the Tideline plugin) with its Data Docs links. Screenshots of
 each step go to test-artifacts/ at the repo root.
 
@@ -24,7 +24,9 @@ CHROME_ARGS = (
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
     "--window-size=1400,1000",
 )
-DAG_IDS = ("daily_validation", "maintenance", "ramp_snapshot", "streaming_jobs")
+DAG_IDS = (
+    "daily_validation", "experiment_guardrails", "maintenance", "ramp_snapshot", "streaming_jobs",
+)
 UI_TIMEOUT_S = 30
 RUN_TIMEOUT_S = 300
 

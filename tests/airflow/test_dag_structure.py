@@ -15,7 +15,8 @@ CASES = ("single_ramp", "multi_ramp_in_first_period", "ramps_after_first_period"
 def test_every_dag_imports_without_errors(dag_structure):
     assert dag_structure["import_errors"] == {}
     assert sorted(dag_structure["dags"]) == [
-        "daily_validation", "maintenance", "ramp_snapshot", "streaming_jobs",
+        "daily_validation", "experiment_guardrails", "maintenance", "ramp_snapshot",
+        "streaming_jobs",
     ]
 
 
@@ -25,6 +26,14 @@ def test_ramp_snapshot_every_five_minutes_one_task(dag_structure):
         "CronTriggerTimetable", "*/5 * * * *", False,
     )
     assert dag["tasks"] == {"publish": {"upstream": [], "trigger_rule": "all_success"}}
+
+
+def test_experiment_guardrails_every_five_minutes_one_task(dag_structure):
+    dag = dag_structure["dags"]["experiment_guardrails"]
+    assert (dag["timetable"], dag["cron"], dag["catchup"]) == (
+        "CronTriggerTimetable", "*/5 * * * *", False,
+    )
+    assert dag["tasks"] == {"check": {"upstream": [], "trigger_rule": "all_success"}}
 
 
 def test_streaming_jobs_watches_each_job_then_summarizes(dag_structure):

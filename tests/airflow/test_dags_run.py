@@ -83,3 +83,20 @@ def test_streaming_jobs_deploys_every_job(cli_airflow, broker, tmp_path):
     finally:
         stop_all_jobs(settings)
     assert not any(is_running(settings, job) for job in JOBS)
+
+
+def test_experiment_guardrails_alerts_a_drop_once(cli_airflow, tmp_path):
+    from helpers.metric_tables import write_metrics
+    from helpers.receivers import webhook_receiver
+
+    env = {"TIDELINE_LAKE__ROOT": str(tmp_path / "lake")}
+    write_metrics(load_settings(environ={**cli_airflow.env, **env}))
+    with webhook_receiver() as (url, received):
+        env["TIDELINE_ALERTS__WEBHOOK_URL"] = url
+        output = dags_test(cli_airflow, "experiment_guardrails", "2026-01-01T12:05:00+00:00",
+                           **env)
+    assert "new guardrail drop(s)" in output
+    assert received, output[-3000:]
+    assert {body["alert"]["experiment_hash"] for body in received} == {"exp_guardrail"}
+    assert all(body["alert"]["metric"].startswith("impression") for body in received)
+    assert "/dags/experiment_guardrails/runs/" in received[0]["alert"]["run_url"]

@@ -1,0 +1,49 @@
+"""Alert on a significant drop of a guardrail metric of a running experiment, every 5 minutes.
+
+The seed's first use case: an experiment that lowers impressions must be shut down within
+minutes. Each run judges the running experiments from `experiment_metrics` as the dashboard
+does and sends each new drop once through the alert channels (`spark_jobs.guardrails`).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from airflow.sdk import dag, task
+
+from spark_jobs.orchestration.callbacks import alert_on_failure
+from spark_jobs.orchestration.runs import EPOCH, run_url
+
+
+@dag(
+    dag_id="experiment_guardrails",
+    schedule="*/5 * * * *",
+    start_date=EPOCH,
+    catchup=False,
+    max_active_runs=1,
+    dagrun_timeout=timedelta(minutes=5),
+    default_args={"retries": 1, "retry_delay": timedelta(seconds=20),
+                  "on_failure_callback": alert_on_failure},
+    tags=["tideline"],
+    doc_md=__doc__,
+)
+def experiment_guardrails() -> None:
+    @task
+    def check(**context: Any) -> list[dict[str, Any]]:
+        """Judge the running experiments; the new drops alerted on are the XCom result."""
+        from spark_jobs.config import load_settings
+        from spark_jobs.guardrails import check_guardrails
+
+        settings = load_settings()
+        alerts = check_guardrails(settings, run_url(settings, context))
+        for alert in alerts:
+            print(alert.summary)
+        print(f"{len(alerts)} new guardrail drop(s)")
+        return [{"experiment": a.experiment_hash, "group": a.experiment_group,
+                 "metric": a.metric} for a in alerts]
+
+    check()
+
+
+experiment_guardrails()
