@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
+from deltalake import DeltaTable
 
 from spark_jobs.config import Settings
 from spark_jobs.contracts import TABLE_EXPERIMENT_METRICS
@@ -106,11 +107,12 @@ def build_results(frame: pd.DataFrame, ramps: list[RampRow], settings: Settings,
     return Results(table_version, as_of, now_ms, experiments)
 
 
-def load_results(settings: Settings) -> Results:
-    """Read the table and the ramps and judge every experiment."""
+def load_results(settings: Settings, table: DeltaTable | None = None) -> Results:
+    """Read the table (the one given, already open, else the latest) and the ramps and judge
+    every experiment."""
     from spark_jobs.metadata import read_ramps
 
-    table = load_table(metrics_table_uri(settings))
+    table = table or load_table(metrics_table_uri(settings))
     if table is None:
         return Results(None, None, int(time.time() * 1000), [])
     frame = table.to_pyarrow_table(columns=COLUMNS).to_pandas()
@@ -130,7 +132,7 @@ class ResultsCache:
         version = None if table is None else table.version()
         with self._lock:
             if self._results is None or self._results.table_version != version:
-                self._results = load_results(self.settings)
+                self._results = load_results(self.settings, table)
             return self._results
 
 

@@ -97,6 +97,7 @@ class ExperimentVerdict:
     reason: str
     method: str
     looks: int
+    planned_looks: int  # windows of a period: what Bonferroni divides alpha by (with comparisons)
     comparisons: int
     srm_p: float | None
     triggered_users: dict[str, int]
@@ -215,7 +216,8 @@ def judge(experiment_hash: str, groups: Sequence[GroupHistory], planned_looks: i
     def verdict(status: str, reason: str, metrics: list[MetricResult] | None = None,
                 srm_p: float | None = None, looks: int = 0) -> ExperimentVerdict:
         return ExperimentVerdict(experiment_hash, status, reason, params.method, looks,
-                                 comparisons, srm_p, triggered, metrics or [], bands)
+                                 max(planned_looks, looks), comparisons, srm_p, triggered,
+                                 metrics or [], bands)
 
     if len(controls) != 1 or not treatments:
         return verdict("none", "needs one control group and at least one treatment group")

@@ -58,6 +58,8 @@ def metric_rows(experiment: SyntheticExperiment, window_ms: int, seed: int,
     """The experiment's cumulative rows for its first `windows` windows."""
     rng = np.random.default_rng(seed)
     count = experiment.windows if windows is None else windows
+    if count > experiment.windows:
+        raise ValueError(f"{experiment.name} has {experiment.windows} windows, not {count}")
     updated = datetime.now(UTC)
     columns: dict[str, list] = {name: [] for name in SCHEMA.names}
     for index, group in enumerate(experiment.groups):
