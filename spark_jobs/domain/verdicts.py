@@ -144,8 +144,6 @@ def compare(treatment_group: str, event_type: str, metric: str,
             looks: Sequence[tuple[int, GroupCounts, GroupCounts]], comparisons: int,
             planned_looks: int, params: StatsParameters) -> MetricResult:
     """Both corrections at every look; the latest look decides."""
-    from scipy.stats import norm
-
     estimates: list[Estimate | None] = [estimate(c, t, metric) for _, c, t in looks]
     family_alpha = params.alpha / comparisons
     sequential = sequential_test(estimates, family_alpha, params.mixture_sd)
@@ -153,15 +151,19 @@ def compare(treatment_group: str, event_type: str, metric: str,
     bonf_high: list[float | None] = []
     p_fixed = p_bonf = None
     tests = max(planned_looks, len(looks)) * comparisons
+    z = _NORMAL.inv_cdf(1 - params.alpha / (2 * tests))
     for est in estimates:
         if est is None or est.variance <= 0:
             bonf_low.append(None)
             bonf_high.append(None)
             continue
-        half = float(norm.ppf(1 - params.alpha / (2 * tests))) * math.sqrt(est.variance)
-        bonf_low.append(est.difference - half)
-        bonf_high.append(est.difference + half)
-        p_fixed = float(2 * norm.sf(abs(est.difference) / math.sqrt(est.variance)))
+        se = math.sqrt(est.variance)
+        bonf_low.append(est.difference - z * se)
+        bonf_high.append(est.difference + z * se)
+    if estimates and estimates[-1] is not None and estimates[-1].variance > 0:
+        last_estimate = estimates[-1]
+        # erfc keeps tiny p-values exact where 1 - cdf would round to 0
+        p_fixed = math.erfc(abs(last_estimate.difference) / math.sqrt(2 * last_estimate.variance))
         p_bonf = bonferroni(p_fixed, tests)
     result = MetricResult(
         treatment_group, event_type, metric, event_type in params.guardrail_events,

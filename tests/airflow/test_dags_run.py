@@ -86,8 +86,9 @@ def test_streaming_jobs_deploys_every_job(cli_airflow, broker, tmp_path):
 
 
 def test_experiment_guardrails_alerts_a_drop_once(cli_airflow, tmp_path):
-    from helpers.metric_tables import write_metrics
     from helpers.receivers import webhook_receiver
+
+    from spark_jobs.synthetic_metrics import write_metrics
 
     env = {"TIDELINE_LAKE__ROOT": str(tmp_path / "lake")}
     write_metrics(load_settings(environ={**cli_airflow.env, **env}))

@@ -10,10 +10,10 @@ from collections.abc import Iterator
 
 import pytest
 from helpers.browser import chromium, screenshot
-from helpers.metric_tables import KNOWN_EFFECTS, START_MS, write_metrics
 
 from spark_jobs.dashboard.server import DashboardServer
 from spark_jobs.domain.verdicts import STATUSES
+from spark_jobs.synthetic_metrics import KNOWN_EFFECTS, START_MS, write_metrics
 
 pytestmark = pytest.mark.e2e
 

@@ -11,13 +11,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from helpers.metric_tables import KNOWN_EFFECTS, START_MS, write_metrics
 
 from spark_jobs.config import Settings, load_settings
 from spark_jobs.dashboard.api import describe_test
 from spark_jobs.dashboard.results import load_results
 from spark_jobs.dashboard.server import DashboardServer
 from spark_jobs.domain.verdicts import STATUSES
+from spark_jobs.synthetic_metrics import KNOWN_EFFECTS, START_MS, write_metrics
 
 HOUR = 3_600_000
 EXPECTED = {"exp_win": "win", "exp_guardrail": "loss", "exp_srm": "srm", "exp_aa": "none"}

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from helpers.metric_tables import KNOWN_EFFECTS, write_metrics
 from helpers.receivers import webhook_receiver
 
 from spark_jobs.guardrails import check_guardrails, sent_keys
 from spark_jobs.lake.delta import read_arrow
+from spark_jobs.synthetic_metrics import KNOWN_EFFECTS, write_metrics
 
 DURATIONS = {"period": "1d", "window": "1h"}
 

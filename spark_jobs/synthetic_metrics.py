@@ -1,4 +1,5 @@
-"""A made-up `experiment_metrics` table with known effects, for dashboard and guardrail tests.
+"""A made-up `experiment_metrics` table with known effects: dashboard and guardrail tests,
+and the dashboard benchmark at production size.
 
 Each window brings new triggered users to each group; a user has an event of a type with the
 group's rate and then 1 + Poisson(1) of them. Rows are cumulative like the real table's and
