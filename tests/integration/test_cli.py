@@ -98,3 +98,38 @@ def test_bad_ramps_csv_names_file_line_and_field(tmp_path: Path) -> None:
     result = _tideline("metadata", "load", str(ramps), lake=tmp_path)
     assert result.returncode == 2
     assert "bad.csv:2" in result.stderr and "ramp_ts" in result.stderr
+
+
+def test_dashboard_serves_until_stopped_and_a_busy_port_is_a_clear_error(tmp_path: Path) -> None:
+    import signal
+    import socket
+    import time
+    import urllib.request
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = _tideline("dashboard", "--port", str(port), lake=tmp_path)
+    assert result.returncode == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
+    assert "dashboard.port" in result.stderr and "Traceback" not in result.stderr
+
+    environ = {**os.environ, "TIDELINE_LAKE__ROOT": str(tmp_path)}
+    environ.pop("TIDELINE_CONFIG", None)
+    server = subprocess.Popen([sys.executable, "-m", "spark_jobs.cli", "dashboard", "--port",
+                               str(port)], env=environ, stdout=subprocess.PIPE, text=True)
+    try:
+        assert f"dashboard on http://127.0.0.1:{port}/" in server.stdout.readline()
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as r:
+                    assert r.status == 200
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, "the dashboard never answered"
+                time.sleep(0.2)
+    finally:
+        server.send_signal(signal.SIGINT)
+        assert server.wait(timeout=30) in (0, 130)
