@@ -1,0 +1,143 @@
+"""Reading transactions and building the dynamic grouping key of a rule.
+
+Numbers are parsed so that their received JSON text survives: floats become `JsonDecimal`, a
+`Decimal` that remembers the exact text it was read from (`21.50` stays `21.50`, `1e5` stays
+`1e5`), and integers stay Python ints (whose text is the received one). The key text of the
+contract, `{payeeId=25;beneficiaryId=12}`, can then use values "as their JSON text" without a
+float round trip, and aggregation reads exact decimals. NaN/Infinity are not JSON and are
+rejected.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+
+class JsonDecimal(Decimal):
+    """A JSON number with a fraction or exponent, carrying the text it was parsed from."""
+
+    __slots__ = ("text",)
+
+    text: str
+
+    def __new__(cls, text: str) -> JsonDecimal:
+        number = super().__new__(cls, text)
+        number.text = text
+        return number
+
+
+class TransactionError(ValueError):
+    """A transaction message that cannot be evaluated (it goes to the dead letters)."""
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def decode_text(raw: bytes | str | None) -> str:
+    """The message as text; raises ValueError for a missing or non-UTF-8 message."""
+    if raw is None:
+        raise ValueError("empty message")
+    if isinstance(raw, str):
+        return raw
+    try:
+        return bytes(raw).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not UTF-8: {exc}") from exc
+
+
+def lenient_text(raw: bytes | str | None) -> str:
+    """The message as text for error reports, whatever its bytes."""
+    if raw is None:
+        return ""
+    if isinstance(raw, str):
+        return raw
+    return bytes(raw).decode("utf-8", errors="replace")
+
+
+def loads_json(text: str) -> Any:
+    """json.loads keeping number text (see the module docstring); ValueError when invalid."""
+    return json.loads(text, parse_float=JsonDecimal, parse_constant=_reject_constant)
+
+
+def json_text(value: Any) -> str:
+    """Compact JSON text of a parsed value, numbers exactly as received."""
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, JsonDecimal):
+        return value.text
+    if isinstance(value, int | Decimal):
+        return str(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, Mapping):
+        items = ",".join(f"{json_text(str(k))}:{json_text(v)}" for k, v in value.items())
+        return "{" + items + "}"
+    if isinstance(value, Sequence):
+        return "[" + ",".join(json_text(v) for v in value) + "]"
+    raise TypeError(f"not a JSON value: {value!r}")
+
+
+def key_value_text(value: Any) -> str:
+    """One value of the key text: strings unquoted, everything else as its JSON text."""
+    if isinstance(value, str):
+        return value
+    return json_text(value)
+
+
+def grouping_key(transaction: Mapping[str, Any], names: Sequence[str]) -> str:
+    """`{f=v;g=w}` over the rule's groupingKeyNames in order; a missing field reads `null`."""
+    get = transaction.get
+    return "{" + ";".join(f"{name}={key_value_text(get(name))}" for name in names) + "}"
+
+
+@dataclass(frozen=True, slots=True)
+class Transaction:
+    """A decoded transaction: its identity and event time, its fields, its received text."""
+
+    transaction_id: int | str
+    event_time: int
+    fields: dict[str, Any]
+    text: str
+
+    @property
+    def id_key(self) -> str:
+        """The transactionId as JSON text: a plain string key that keeps 1 and "1" apart."""
+        return json_text(self.transaction_id)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def parse_transaction(raw: bytes | str | None) -> Transaction:
+    """Decode and validate one `transactions` message; TransactionError says why it is unusable.
+
+    A transaction needs a transactionId (JSON integer or string) and an integer eventTime in
+    epoch ms; every other field is optional (the rules skip what they cannot read)."""
+    try:
+        text = decode_text(raw)
+        fields = loads_json(text)
+    except ValueError as exc:  # JSONDecodeError is a ValueError
+        raise TransactionError(f"not valid JSON: {exc}") from exc
+    if not isinstance(fields, dict):
+        raise TransactionError("a transaction must be a JSON object")
+    if "transactionId" not in fields:
+        raise TransactionError("missing field 'transactionId'")
+    transaction_id = fields["transactionId"]
+    if not (_is_int(transaction_id) or isinstance(transaction_id, str)):
+        raise TransactionError("'transactionId' must be a JSON integer or string")
+    if "eventTime" not in fields:
+        raise TransactionError("missing field 'eventTime'")
+    event_time = fields["eventTime"]
+    if not _is_int(event_time):
+        raise TransactionError("'eventTime' must be an integer (epoch milliseconds)")
+    return Transaction(transaction_id, event_time, fields, text.strip())
