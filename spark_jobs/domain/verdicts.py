@@ -3,9 +3,11 @@
 For each treatment group, critical event type and metric (propensity rate, actions per
 triggered user) every window is a look. Both corrections for looking many times are
 computed; `method` says which one the verdict uses:
-- "bonferroni" (the seed's first implementation): fixed-horizon tests at
-  alpha / (planned looks x comparisons), the planned looks being the windows of a period
-  (dividing by the looks made so far would not be valid: the sum of alpha/k diverges);
+- "bonferroni" (the seed's first implementation): fixed-horizon tests (two-sample proportion
+  z-test for propensity, Welch's t-test for actions per user) at alpha / (planned looks x
+  comparisons), the planned looks being the windows of a period (dividing by the looks made
+  so far would not be valid: the sum of alpha/k diverges); the per-look intervals of the
+  charts use the normal quantile (with >= min_users per group, t and z agree closely);
 - "sequential": the mSPRT of `sequential.py` at alpha / comparisons, valid however often
   the results are looked at.
 A sample ratio mismatch (chi-square of triggered users against the allocation) makes the
@@ -23,7 +25,13 @@ from statistics import NormalDist
 from typing import Protocol
 
 from spark_jobs.domain.sequential import METRICS, Estimate, estimate, sequential_test
-from spark_jobs.domain.stats import GroupCounts, bonferroni, sample_ratio_mismatch
+from spark_jobs.domain.stats import (
+    GroupCounts,
+    bonferroni,
+    proportion_test,
+    sample_ratio_mismatch,
+    welch_test,
+)
 
 STATUSES = {
     "win": "significant win",
@@ -160,10 +168,10 @@ def compare(treatment_group: str, event_type: str, metric: str,
         se = math.sqrt(est.variance)
         bonf_low.append(est.difference - z * se)
         bonf_high.append(est.difference + z * se)
-    if estimates and estimates[-1] is not None and estimates[-1].variance > 0:
-        last_estimate = estimates[-1]
-        # erfc keeps tiny p-values exact where 1 - cdf would round to 0
-        p_fixed = math.erfc(abs(last_estimate.difference) / math.sqrt(2 * last_estimate.variance))
+    if estimates and estimates[-1] is not None:
+        _, control_counts, treatment_counts = looks[-1]
+        fixed_test = proportion_test if metric == "propensity" else welch_test
+        p_fixed = fixed_test(control_counts, treatment_counts, params.alpha).p_value
         p_bonf = bonferroni(p_fixed, tests)
     result = MetricResult(
         treatment_group, event_type, metric, event_type in params.guardrail_events,

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import pytest
-from scipy import stats as scipy_stats
 
 from spark_jobs.config import load_settings
-from spark_jobs.domain.sequential import estimate
-from spark_jobs.domain.stats import GroupCounts
+from spark_jobs.domain.stats import GroupCounts, proportion_test, welch_test
 from spark_jobs.domain.verdicts import GroupHistory, judge
 
 PARAMS = load_settings(environ={}).stats
@@ -86,10 +83,10 @@ def test_bonferroni_is_stricter_than_one_look_and_named_in_the_verdict():
               history("treatment", False, 200, {"click": 0.26})]
     verdict = judge("exp", groups, planned_looks=24, params=params)
     click = next(m for m in verdict.metrics if m.metric == "propensity")
-    last = estimate(groups[0].series["click"][-1][1], groups[1].series["click"][-1][1],
-                    "propensity")
-    z = last.difference / math.sqrt(last.variance)
-    assert click.p_fixed == pytest.approx(2 * scipy_stats.norm.sf(z), rel=1e-9)
+    control, treatment = groups[0].series["click"][-1][1], groups[1].series["click"][-1][1]
+    assert click.p_fixed == proportion_test(control, treatment).p_value
+    volume = next(m for m in verdict.metrics if m.metric == "volume")
+    assert volume.p_fixed == welch_test(control, treatment).p_value
     assert click.p_bonferroni == pytest.approx(min(1.0, click.p_fixed * 24 * 2))
     assert verdict.status == "win" and "Bonferroni" in verdict.reason
     strict = judge("exp", groups, planned_looks=10**9, params=params)
