@@ -243,7 +243,9 @@ def build_parser() -> argparse.ArgumentParser:
     job = commands.add_parser("job", help="streaming jobs")
     job_commands = job.add_subparsers(dest="action", required=True, metavar="ACTION")
     run = job_commands.add_parser("run", help="run a streaming job")
-    run.add_argument("name", help="filter_events, filter_activations or experiment_metrics")
+    run.add_argument(
+        "name", help="filter_events, filter_activations, experiment_metrics or fraud_rules"
+    )
     run.add_argument("--available-now", action="store_true",
                      help="process what is in the topics, close the windows, and stop")
     run.set_defaults(func=cmd_job_run)

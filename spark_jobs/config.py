@@ -65,6 +65,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "guardrail_events": None,  # None = impression, when it is a critical event type
     },
     "dashboard": {"host": "127.0.0.1", "port": 8050, "refresh": "10s"},
+    "fraud": {"lateness": "2m", "alert_on_late_events": False, "bucket": "0", "shards": 2},
     "maintenance": {
         "vacuum_retention": "7d",
         "snapshots_kept": 288,
@@ -193,6 +194,17 @@ class StatsSettings:
 
 
 @dataclass(frozen=True)
+class FraudSettings:
+    """fraud_rules: watermark delay, whether late transactions may alert, the pre-aggregation
+    bucket (0 = exact) and how many state shards split the rules (parallelism)."""
+
+    lateness_ms: int
+    alert_on_late_events: bool
+    bucket_ms: int
+    shards: int
+
+
+@dataclass(frozen=True)
 class DashboardSettings:
     host: str
     port: int
@@ -214,6 +226,7 @@ class Settings:
     maintenance: MaintenanceSettings
     stats: StatsSettings
     dashboard: DashboardSettings
+    fraud: FraudSettings
     raw: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
 
 
@@ -371,6 +384,15 @@ def _airflow(tree: Mapping[str, Any]) -> AirflowSettings:
     return AirflowSettings(home=home, host=host, port=port, base_url=base_url)
 
 
+def _flag(tree: Mapping[str, Any], section: str, key: str) -> bool:
+    value = tree[section][key]
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    if not isinstance(value, bool):
+        raise ConfigError(f"{section}.{key} must be true or false, got {value!r}")
+    return value
+
+
 def _open_fraction(tree: Mapping[str, Any], section: str, key: str) -> float:
     value = tree[section][key]
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1:
@@ -481,6 +503,12 @@ def build_settings(tree: Mapping[str, Any]) -> Settings:
             host=str(tree["dashboard"]["host"]),
             port=_positive_int(tree, "dashboard", "port"),
             refresh_ms=_duration(tree, "dashboard", "refresh", 1000),
+        ),
+        fraud=FraudSettings(
+            lateness_ms=_duration(tree, "fraud", "lateness"),
+            alert_on_late_events=_flag(tree, "fraud", "alert_on_late_events"),
+            bucket_ms=_duration(tree, "fraud", "bucket"),
+            shards=_positive_int(tree, "fraud", "shards"),
         ),
         raw=dict(tree),
     )

@@ -14,6 +14,17 @@ TABLE_RAW_ACTIVATIONS = "raw_activations"
 TABLE_ALERTS = "alerts"
 TABLE_VALIDATION_RESULTS = "validation_results"
 
+# Fraud detection (job fraud_rules, CONTRACTS.md section 7).
+TOPIC_TRANSACTIONS = "transactions"
+TOPIC_RULES = "rules"
+TOPIC_FRAUD_ALERTS = "alerts"
+TOPIC_CURRENT_RULES = "current_rules"
+TOPIC_RULE_ERRORS = "rule_errors"
+TABLE_FRAUD_ALERTS = "fraud_alerts"
+FRAUD_TOPICS = (
+    TOPIC_TRANSACTIONS, TOPIC_RULES, TOPIC_FRAUD_ALERTS, TOPIC_CURRENT_RULES, TOPIC_RULE_ERRORS,
+)
+
 EXPERIMENT_TOPICS = (
     TOPIC_EVENTS,
     TOPIC_ACTIVATIONS,

@@ -18,8 +18,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from spark_jobs.config import Settings
-from spark_jobs.contracts import EXPERIMENT_TOPICS
-from spark_jobs.jobs import experiment_metrics, filter_activations, filter_events
+from spark_jobs.contracts import EXPERIMENT_TOPICS, FRAUD_TOPICS
+from spark_jobs.jobs import experiment_metrics, filter_activations, filter_events, fraud_rules
 from spark_jobs.jobs.progress import ProgressFileListener
 from spark_jobs.kafka.admin import check_kafka, ensure_topics
 from spark_jobs.spark_session import build_session
@@ -46,6 +46,9 @@ JOBS: dict[str, JobSpec] = {
     experiment_metrics.NAME: JobSpec(
         experiment_metrics.build, lambda _spark, s: experiment_metrics.MetricsSink(s),
         EXPERIMENT_TOPICS,
+    ),
+    fraud_rules.NAME: JobSpec(
+        fraud_rules.build, lambda _spark, s: fraud_rules.FraudAlertsSink(s), FRAUD_TOPICS,
     ),
 }
 

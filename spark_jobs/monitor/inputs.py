@@ -1,7 +1,8 @@
 """The streaming jobs the monitor deploys and the Kafka topics each one reads (for its lag).
 
 Kept here, without importing the Spark job modules, so that the monitor stays light inside an
-Airflow task; a unit test checks that the names match `spark_jobs.jobs.runner.JOBS`.
+Airflow task; a unit test checks that the names match `spark_jobs.jobs.runner.JOBS`. The
+monitor manages the experiment pipeline; `fraud_rules` is not (yet) deployed by Airflow.
 """
 
 from __future__ import annotations
