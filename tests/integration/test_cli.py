@@ -133,3 +133,28 @@ def test_dashboard_serves_until_stopped_and_a_busy_port_is_a_clear_error(tmp_pat
     finally:
         server.send_signal(signal.SIGINT)
         assert server.wait(timeout=30) in (0, 130)
+
+
+@pytest.mark.kafka
+def test_rules_add_pause_activate_delete_list(tmp_path: Path, own_broker: str) -> None:
+    env = {"TIDELINE_KAFKA__BOOTSTRAP": own_broker}
+    rule = ('{"ruleId": 7, "ruleState": "ACTIVE", "groupingKeyNames": ["payeeId"], '
+            '"aggregateFieldName": "paymentAmount", "aggregatorFunctionType": "SUM", '
+            '"limitOperatorType": "GREATER", "limit": 500, "windowMinutes": 30}')
+    rule_file = tmp_path / "rule.json"
+    rule_file.write_text(rule.replace('"ruleId": 7', '"ruleId": 8'))
+    assert _tideline("rules", "add", rule, lake=tmp_path, **env).returncode == 0
+    assert _tideline("rules", "add", f"@{rule_file}", lake=tmp_path, **env).returncode == 0
+    assert _tideline("rules", "pause", "7", lake=tmp_path, **env).returncode == 0
+    listing = _tideline("rules", "list", lake=tmp_path, **env)
+    lines = [line.split() for line in listing.stdout.splitlines()]
+    assert lines[1][:3] == ["7", "PAUSE", "payeeId"] and lines[2][:2] == ["8", "ACTIVE"]
+    assert "SUM(paymentAmount) GREATER 500" in listing.stdout and "no alerts yet" in listing.stdout
+    assert _tideline("rules", "activate", "7", lake=tmp_path, **env).returncode == 0
+    assert _tideline("rules", "delete", "8", lake=tmp_path, **env).returncode == 0
+    listing = _tideline("rules", "list", lake=tmp_path, **env).stdout
+    assert "7  ACTIVE" in listing and "\n     8 " not in listing
+    bad = _tideline("rules", "add", '{"ruleId": 9, "ruleState": "ACTIVE"}', lake=tmp_path, **env)
+    assert bad.returncode == 2 and "invalid rule" in bad.stderr
+    missing = _tideline("rules", "pause", "99", lake=tmp_path, **env)
+    assert missing.returncode == 2 and "no current rule 99" in missing.stderr
