@@ -43,15 +43,23 @@ def test_alerts_rule_updates_restart_and_side_outputs(own_broker, make_settings,
     from spark_jobs.kafka.admin import ensure_topics
 
     ensure_topics(kafka, JOBS["fraud_rules"].topics, kafka.partitions)
+    every_payment = {**COUNT_BY_BENEFICIARY, "ruleId": 3, "groupingKeyNames": ["payeeId"],
+                     "limitOperatorType": ">", "limit": 0}
     send(kafka, TOPIC_RULES, [(T0, SUM_BY_PAYEE), (T0, COUNT_BY_BENEFICIARY),
-                              (T0 + 1, "{not json")])
-    first = [tx(1, 10, 1, 9, 60), tx(2, 20, 1, 9, 50), tx(3, 30, 2, 9, 10), tx(2, 20, 1, 9, 50)]
-    send(kafka, TOPIC_TRANSACTIONS, [*first[:3], (T0 + 35_000, "garbage"), first[3]])
+                              (T0, every_payment), (T0 + 1, "{not json"),
+                              # paused between the 2nd and 3rd transaction, in the same batch
+                              (T0 + 25_000, {**every_payment, "ruleState": "PAUSE"})])
+    first = [tx(1, 10, 1, 9, 60), tx(2, 20, 1, 9, 50), tx(3, 30, 2, 9, 10)]
+    redelivered = (T0 + 36_000, tx(2, 20, 1, 9, 50)[1])  # sent again later, same event
+    send(kafka, TOPIC_TRANSACTIONS, [*first, (T0 + 35_000, "garbage"), redelivered])
     run_now(settings, "fraud_rules")
 
-    alerts = sorted(read_values(kafka, TOPIC_FRAUD_ALERTS), key=lambda a: a["ruleId"])
+    alerts = sorted(read_values(kafka, TOPIC_FRAUD_ALERTS),
+                    key=lambda a: (a["ruleId"], a["triggeringEvent"]["transactionId"]))
     assert [(a["ruleId"], a["groupingKey"], a["triggeringEvent"]["transactionId"])
-            for a in alerts] == [(1, "{payeeId=1}", 2), (2, "{beneficiaryId=9}", 3)]
+            for a in alerts] == [(1, "{payeeId=1}", 2), (2, "{beneficiaryId=9}", 3),
+                                 (3, "{payeeId=1}", 1), (3, "{payeeId=1}", 2)]
+    alerts = alerts[:2]
     assert (alerts[0]["aggregate"], alerts[0]["limit"]) == (110, 100)
     assert alerts[1]["aggregate"] == 3
     errors = read_values(kafka, TOPIC_RULE_ERRORS)
@@ -70,13 +78,15 @@ def test_alerts_rule_updates_restart_and_side_outputs(own_broker, make_settings,
     alerts = read_values(kafka, TOPIC_FRAUD_ALERTS)
     alerts.sort(key=lambda a: (a["ruleId"], a["triggeringEvent"]["transactionId"]))
     assert [(a["ruleId"], a["triggeringEvent"]["transactionId"]) for a in alerts] == [
-        (1, 2), (2, 3), (2, 6)], "rule 2 survived the restart; rule 1's new limit holds"
+        (1, 2), (2, 3), (2, 6), (3, 1), (3, 2)], \
+        "rule 2 survived the restart; rule 1's new limit holds; rule 3 stays paused"
     assert alerts[2]["aggregate"] == 4
     exported = read_values(kafka, TOPIC_CURRENT_RULES)
-    assert [(r["ruleId"], r["limit"]) for r in exported] == [(1, 1000), (2, 3)]
+    assert [(r["ruleId"], r["ruleState"], r["limit"]) for r in exported] == [
+        (1, "ACTIVE", 1000), (2, "ACTIVE", 3), (3, "PAUSE", 0)]
     table = read_arrow(settings.lake.table(TABLE_FRAUD_ALERTS)).to_pylist()
     assert sorted((r["rule_id"], r["transaction_id"], r["aggregate"]) for r in table) == [
-        (1, "2", "110"), (2, "3", "3"), (2, "6", "4")]
+        (1, "2", "110"), (2, "3", "3"), (2, "6", "4"), (3, "1", "1"), (3, "2", "2")]
 
 
 def traffic(first_id: int, count: int, start_s: float) -> list[tuple[int, dict]]:
