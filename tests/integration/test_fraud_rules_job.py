@@ -169,3 +169,29 @@ def test_a_killed_job_resumes_without_duplicate_alerts(own_broker, make_settings
     published = read_values(kafka, TOPIC_FRAUD_ALERTS)
     keys = {(a["ruleId"], str(a["triggeringEvent"]["transactionId"])) for a in published}
     assert keys == {(r, t) for r, _, t, _ in expected}, "the topic has every alert"
+
+
+def test_cleanup_timers_drop_state_the_windows_no_longer_need(own_broker, make_settings,
+                                                              run_now):
+    from spark_jobs.jobs.runner import JOBS
+    from spark_jobs.kafka.admin import ensure_topics
+
+    settings = make_settings(own_broker, fraud={"lateness": "1s"},
+                             jobs={"max_records_per_trigger": 100})
+    kafka = settings.kafka
+    ensure_topics(kafka, JOBS["fraud_rules"].topics, kafka.partitions)
+    one_minute = {**SUM_BY_PAYEE, "groupingKeyNames": ["transactionId"], "windowMinutes": 1,
+                  "limit": 10**9}
+    send(kafka, TOPIC_RULES, [(T0, one_minute)])
+    # 600 keys in the first 60 s, then 10 minutes of sparse traffic moving the watermark on
+    send(kafka, TOPIC_TRANSACTIONS, traffic(1, 600, 1.0) + [
+        (at + 60_000 * k, {**message, "transactionId": 10_000 + k,
+                           "eventTime": message["eventTime"] + 60_000 * k})
+        for k, (at, message) in enumerate(traffic(0, 10, 60.0), start=1)])
+    query = run_now(settings, "fraud_rules")
+
+    rows = [sum(op["numRowsTotal"] for op in p["stateOperators"]) for p in query.recentProgress
+            if p["stateOperators"]]
+    assert max(rows) >= 1200, "a window and a seen id per key at the peak"
+    assert rows[-1] < 100, f"expired windows and ids are gone at the end: {rows}"
+    assert read_values(kafka, TOPIC_FRAUD_ALERTS) == []
