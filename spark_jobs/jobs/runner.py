@@ -65,12 +65,16 @@ def job_spec(name: str) -> JobSpec:
 
 
 def start_job(
-    spark: SparkSession, settings: Settings, name: str, available_now: bool = False
+    spark: SparkSession, settings: Settings, name: str, available_now: bool = False,
+    wrap_sink: Callable[[Any], Any] | None = None,
 ) -> tuple[StreamingQuery, Any]:
-    """Start the job's query on an existing session; returns the query and its sink."""
+    """Start the job's query on an existing session; returns the query and its sink
+    (`wrap_sink` lets a benchmark time the sink without another copy of this wiring)."""
     spec = job_spec(name)
     ensure_topics(settings.kafka, spec.topics, settings.kafka.partitions)
     sink = spec.sink(spark, settings)
+    if wrap_sink is not None:
+        sink = wrap_sink(sink)
     writer = (
         spec.build(spark, settings)
         .writeStream.queryName(name)
