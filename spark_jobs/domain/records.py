@@ -7,6 +7,7 @@ that names what is wrong; rejected messages go to `dead_letters`, they never sto
 from __future__ import annotations
 
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 import orjson
@@ -66,7 +67,7 @@ def decode_object(value: bytes | str | None) -> dict[str, Any]:
 def _check_type(name: str, kind: str, value: Any) -> Any:
     if kind == LONG:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise RecordError(f"field {name!r} must be an integer, got {_json_type(value)}")
+            raise RecordError(f"field {name!r} must be an integer, got {json_type(value)}")
         if not -(2**63) <= value < 2**63:
             raise RecordError(f"field {name!r} is out of the 64-bit range")
         return value
@@ -79,21 +80,24 @@ def _check_type(name: str, kind: str, value: Any) -> Any:
         return value
     if kind == STRING:
         if not isinstance(value, str):
-            raise RecordError(f"field {name!r} must be a string, got {_json_type(value)}")
+            raise RecordError(f"field {name!r} must be a string, got {json_type(value)}")
         if not value:
             raise RecordError(f"field {name!r} must not be empty")
         return value
     if kind == BOOL:
         if not isinstance(value, bool):
-            raise RecordError(f"field {name!r} must be a boolean, got {_json_type(value)}")
+            raise RecordError(f"field {name!r} must be a boolean, got {json_type(value)}")
         return value
     raise AssertionError(f"unknown field kind {kind}")
 
 
-def _json_type(value: Any) -> str:
+def json_type(value: Any) -> str:
+    """The JSON type name of a decoded value, for error messages (Decimal counts as number)."""
+    if value is None:
+        return "null"
     if isinstance(value, bool):
         return "boolean"
-    if isinstance(value, int | float):
+    if isinstance(value, int | float | Decimal):
         return "number"
     if isinstance(value, str):
         return "string"

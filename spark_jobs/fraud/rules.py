@@ -15,6 +15,7 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Any, TypeVar
 
+from spark_jobs.domain.records import json_type
 from spark_jobs.fraud.aggregates import (
     COUNT_FIELDS,
     COUNT_WITH_RESET_FLINK,
@@ -88,24 +89,10 @@ def _require(obj: dict[str, Any], name: str) -> Any:
     return obj[name]
 
 
-def _json_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | Decimal):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return "null"
-
-
 def _enum(obj: dict[str, Any], name: str, enum: type[E]) -> E:
     value = _require(obj, name)
     if not isinstance(value, str):
-        raise RuleError(f"'{name}' must be a string, got {_json_type(value)}")
+        raise RuleError(f"'{name}' must be a string, got {json_type(value)}")
     try:
         return enum(value)
     except ValueError:
@@ -116,14 +103,14 @@ def _enum(obj: dict[str, Any], name: str, enum: type[E]) -> E:
 def _integer(obj: dict[str, Any], name: str) -> int:
     value = _require(obj, name)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise RuleError(f"'{name}' must be an integer, got {_json_type(value)} {value}")
+        raise RuleError(f"'{name}' must be an integer, got {json_type(value)} {value}")
     return value
 
 
 def _operator(obj: dict[str, Any]) -> Operator:
     value = _require(obj, "limitOperatorType")
     if not isinstance(value, str):
-        raise RuleError(f"'limitOperatorType' must be a string, got {_json_type(value)}")
+        raise RuleError(f"'limitOperatorType' must be a string, got {json_type(value)}")
     if value in OPERATOR_SYMBOLS:
         return OPERATOR_SYMBOLS[value]
     if value in Operator.__members__:
@@ -136,7 +123,7 @@ def _operator(obj: dict[str, Any]) -> Operator:
 def _grouping_key_names(obj: dict[str, Any]) -> tuple[str, ...]:
     names = _require(obj, "groupingKeyNames")
     if not isinstance(names, list):
-        raise RuleError(f"'groupingKeyNames' must be an array, got {_json_type(names)}")
+        raise RuleError(f"'groupingKeyNames' must be an array, got {json_type(names)}")
     for name in names:
         if not isinstance(name, str) or not name:
             raise RuleError("'groupingKeyNames' must hold non-empty field names")
@@ -148,7 +135,7 @@ def _grouping_key_names(obj: dict[str, Any]) -> tuple[str, ...]:
 def _limit(obj: dict[str, Any]) -> Decimal:
     limit = _require(obj, "limit")
     if isinstance(limit, bool) or not isinstance(limit, int | Decimal):
-        raise RuleError(f"'limit' must be a JSON number, got {_json_type(limit)}")
+        raise RuleError(f"'limit' must be a JSON number, got {json_type(limit)}")
     # A JsonDecimal keeps its received text for the alert; ints become exact Decimals.
     return limit if isinstance(limit, Decimal) else Decimal(limit)
 
@@ -170,7 +157,7 @@ def parse_rule(raw: bytes | str | None) -> Rule:
     except ValueError as exc:
         raise RuleError(f"not valid JSON: {exc}") from exc
     if not isinstance(obj, dict):
-        raise RuleError(f"a rule must be a JSON object, got {_json_type(obj)}")
+        raise RuleError(f"a rule must be a JSON object, got {json_type(obj)}")
     state = _enum(obj, "ruleState", RuleState)
     if state is RuleState.CONTROL:
         control = _enum(obj, "controlType", ControlType)
