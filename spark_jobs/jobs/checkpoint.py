@@ -35,6 +35,22 @@ def query_id(checkpoint: str) -> str:
     return str(json.loads(_read(checkpoint, "metadata"))["id"])
 
 
+def recorded_conf(checkpoint: str, name: str) -> str | None:
+    """A SQL setting as the checkpoint pinned it (Spark restores e.g. the shuffle width from
+    the offset log, overriding the session); None when the query has not run a batch yet."""
+    location = checkpoint if "://" in checkpoint else "file://" + os.path.abspath(checkpoint)
+    filesystem, path = pafs.FileSystem.from_uri(location)
+    selector = pafs.FileSelector(f"{path.rstrip('/')}/offsets", allow_not_found=True)
+    ids = [int(info.base_name) for info in filesystem.get_file_info(selector)
+           if info.base_name.isdigit()]
+    if not ids:
+        return None
+    lines = _read(checkpoint, f"offsets/{max(ids)}").splitlines()
+    conf = json.loads(lines[1]).get("conf", {}) if len(lines) > 1 else {}
+    value = conf.get(name)
+    return None if value is None else str(value)
+
+
 def last_committed_batch(checkpoint: str) -> int | None:
     """The newest batch id in the checkpoint's commit log (None: nothing committed yet)."""
     location = checkpoint if "://" in checkpoint else "file://" + os.path.abspath(checkpoint)

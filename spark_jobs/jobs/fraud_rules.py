@@ -26,6 +26,7 @@ from spark_jobs.contracts import (
     TOPIC_RULES,
     TOPIC_TRANSACTIONS,
 )
+from spark_jobs.jobs.checkpoint import recorded_conf
 from spark_jobs.jobs.event_time import with_event_time
 from spark_jobs.jobs.outputs import BatchOutputs
 from spark_jobs.kafka.producer import produce_all
@@ -36,6 +37,7 @@ from spark_jobs.operators.fraud_shard import (
     OUTPUT_SCHEMA,
     FraudShardProcessor,
 )
+from spark_jobs.operators.shard_placement import shard_keys
 
 NAME = "fraud_rules"
 FRAUD_ALERTS_SCHEMA = pa.schema(
@@ -58,15 +60,16 @@ ARRIVAL = [("kafka_timestamp", "ascending"), ("topic", "ascending"),
            ("partition", "ascending"), ("offset", "ascending")]
 
 
-def route(inputs: DataFrame, shards: int) -> DataFrame:
-    """Give every row its shard(s): a rule its ruleId's shard, control messages and rules
+def route(inputs: DataFrame, keys: list[int]) -> DataFrame:
+    """Give every row its shard key(s): a rule its ruleId's shard, control messages and rules
     without a usable ruleId every shard (their errors are de-duplicated by the sink), and
-    every transaction every shard."""
+    every transaction every shard. `keys[i]` is shard i's key value (see shard_placement)."""
     is_rule = F.col("kafka_topic") == TOPIC_RULES
     rule_id = F.get_json_object(F.col("text"), "$.ruleId").cast("long")
     state = F.get_json_object(F.col("text"), "$.ruleState")
-    everywhere = F.sequence(F.lit(0), F.lit(shards - 1))
-    owner = F.array(F.pmod(rule_id, F.lit(shards)).cast("int"))
+    everywhere = F.array(*[F.lit(key) for key in keys])
+    index = F.pmod(rule_id, F.lit(len(keys))).cast("int")
+    owner = F.array(F.element_at(everywhere, index + 1))
     targets = F.when(is_rule & rule_id.isNotNull() & (state != F.lit("CONTROL")), owner) \
         .otherwise(everywhere)
     return inputs.withColumn("shard", F.explode(targets))
@@ -89,13 +92,21 @@ def build(spark: SparkSession, settings: Settings) -> DataFrame:
         F.get_json_object(F.col("text"), "$.eventTime").cast("long"),
     )
     timed = with_event_time(inputs, event_time, fraud.lateness_ms)
-    routed = route(timed, fraud.shards).drop("text")
+    routed = route(timed, shard_keys(fraud.shards, _shuffle_partitions(spark, settings)))
+    routed = routed.drop("text")
     return routed.groupBy("shard").transformWithState(
         FraudShardProcessor(fraud.alert_on_late_events, fraud.bucket_ms),
         OUTPUT_SCHEMA,
         "append",
         "EventTime",
     )
+
+
+def _shuffle_partitions(spark: SparkSession, settings: Settings) -> int:
+    """The shuffle width the query will really use: the checkpoint's, once it has one."""
+    name = "spark.sql.shuffle.partitions"
+    pinned = recorded_conf(settings.lake.checkpoint(NAME), name)
+    return int(pinned if pinned is not None else spark.conf.get(name))
 
 
 def _of_kind(table: pa.Table, kind: str) -> pa.Table:

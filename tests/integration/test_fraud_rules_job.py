@@ -195,3 +195,18 @@ def test_cleanup_timers_drop_state_the_windows_no_longer_need(own_broker, make_s
     assert max(rows) >= 1200, "a window and a seen id per key at the peak"
     assert rows[-1] < 100, f"expired windows and ids are gone at the end: {rows}"
     assert read_values(kafka, TOPIC_FRAUD_ALERTS) == []
+
+
+def test_shard_keys_land_in_the_partitions_spark_puts_them(spark):
+    """The pure murmur3 of shard_placement is Spark's: each shard really gets its own task."""
+    from pyspark.sql import functions as F
+
+    from spark_jobs.operators.shard_placement import murmur3_int, shard_keys
+
+    rows = spark.range(-40, 40).select(F.col("id").cast("int").alias("v")) \
+        .select("v", F.hash("v").alias("h")).collect()
+    assert all(r.h == murmur3_int(r.v) for r in rows)
+    keys = shard_keys(2, 2)
+    placed = spark.createDataFrame([(k,) for k in keys], "shard int").repartition(2, "shard") \
+        .select("shard", F.spark_partition_id().alias("p")).collect()
+    assert sorted(r.p for r in placed) == [0, 1]

@@ -51,3 +51,15 @@ def test_outputs_of_a_broadcast_message_are_kept_once():
     })
     kept = _first_per_source(table)
     assert kept["value"].to_pylist() == ["a", "b"] and kept["shard"].to_pylist() == [0, 0]
+
+
+def test_shard_keys_spread_over_every_partition() -> None:
+    from spark_jobs.operators.shard_placement import partition_of, shard_keys
+
+    assert partition_of(0, 2) == partition_of(1, 2), "why plain 0..n-1 keys do not spread"
+    for shards, partitions in [(1, 1), (2, 2), (3, 2), (4, 4), (8, 3)]:
+        keys = shard_keys(shards, partitions)
+        assert len(set(keys)) == shards
+        assert [partition_of(k, partitions) for k in keys] == [
+            i % partitions for i in range(shards)]
+    assert shard_keys(2, 2) == shard_keys(2, 2) == [2, 0], "stable across restarts"
