@@ -10,6 +10,7 @@ import copy
 import dataclasses
 import datetime
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,6 +67,13 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     },
     "dashboard": {"host": "127.0.0.1", "port": 8050, "refresh": "10s"},
     "fraud": {"lateness": "2m", "alert_on_late_events": False, "bucket": "0", "shards": 2},
+    "samples": {
+        "window": "10m",
+        "lateness": "2m",
+        "signals": ["like", "share", "comment", "favorite", "play", "skip"],
+        "compression": "zstd",
+        "min_match_rate": 0.999,
+    },
     "maintenance": {
         "vacuum_retention": "7d",
         "snapshots_kept": 288,
@@ -205,6 +213,19 @@ class FraudSettings:
 
 
 @dataclass(frozen=True)
+class SamplesSettings:
+    """training_samples: attribution window, watermark delay, the label signals (config order
+    is the labels' field order), the Kafka compression of the samples topic, and the match
+    rate below which the shadow validation alerts."""
+
+    window_ms: int
+    lateness_ms: int
+    signals: tuple[str, ...]
+    compression: str
+    min_match_rate: float
+
+
+@dataclass(frozen=True)
 class DashboardSettings:
     host: str
     port: int
@@ -227,6 +248,7 @@ class Settings:
     stats: StatsSettings
     dashboard: DashboardSettings
     fraud: FraudSettings
+    samples: SamplesSettings
     raw: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
 
 
@@ -374,6 +396,41 @@ def _email_list(tree: Mapping[str, Any], section: str, key: str) -> tuple[str, .
     return tuple(value)
 
 
+COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
+
+
+def _samples(tree: Mapping[str, Any]) -> SamplesSettings:
+    signals = _string_list(tree, "samples", "signals")
+    bad = [s for s in signals if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", s)]
+    if bad or len(set(signals)) != len(signals):
+        raise ConfigError(
+            f"samples.signals must be distinct names of letters, digits and _ (they become "
+            f"label fields), got {list(signals)!r}"
+        )
+    compression = str(tree["samples"]["compression"])
+    if compression not in COMPRESSIONS:
+        raise ConfigError(
+            f"samples.compression must be one of {', '.join(COMPRESSIONS)}, got {compression!r}"
+        )
+    window_ms = _duration(tree, "samples", "window", 1)
+    return SamplesSettings(
+        window_ms=window_ms,
+        lateness_ms=_duration(tree, "samples", "lateness"),
+        signals=signals,
+        compression=compression,
+        min_match_rate=_rate(tree, "samples", "min_match_rate"),
+    )
+
+
+def _rate(tree: Mapping[str, Any], section: str, key: str) -> float:
+    value = tree[section][key]
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        raise ConfigError(
+            f"{section}.{key} must be a rate in [0, 1], e.g. 0.999 for 99.9 %, got {value!r}"
+        )
+    return float(value)
+
+
 def _airflow(tree: Mapping[str, Any]) -> AirflowSettings:
     host = str(tree["airflow"]["host"])
     port = _positive_int(tree, "airflow", "port")
@@ -510,6 +567,7 @@ def build_settings(tree: Mapping[str, Any]) -> Settings:
             bucket_ms=_duration(tree, "fraud", "bucket"),
             shards=_positive_int(tree, "fraud", "shards"),
         ),
+        samples=_samples(tree),
         raw=dict(tree),
     )
 

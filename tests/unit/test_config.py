@@ -422,3 +422,26 @@ def test_control_plane_values_from_the_environment():
 def test_wrong_control_plane_values_say_what_to_fix(section, values, message):
     with pytest.raises(ConfigError, match=message):
         load_settings(environ={}, overrides={section: values})
+
+
+def test_samples_defaults_follow_the_contract():
+    s = load_settings(environ={}).samples
+    assert (s.window_ms, s.lateness_ms) == (10 * MINUTE, 2 * MINUTE)
+    assert s.signals == ("like", "share", "comment", "favorite", "play", "skip")
+    assert (s.compression, s.min_match_rate) == ("zstd", 0.999)
+
+
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        ({"signals": ["like", "like"]}, "samples.signals"),
+        ({"signals": ["a-b"]}, "samples.signals"),
+        ({"signals": []}, "samples.signals"),
+        ({"compression": "brotli"}, "samples.compression must be one of"),
+        ({"min_match_rate": 1.5}, "samples.min_match_rate"),
+        ({"window": "0"}, "samples.window"),
+    ],
+)
+def test_wrong_samples_values_say_what_to_fix(values, message):
+    with pytest.raises(ConfigError, match=message):
+        load_settings(environ={}, overrides={"samples": values})
