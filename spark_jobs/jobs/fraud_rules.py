@@ -65,7 +65,7 @@ def route(inputs: DataFrame, keys: list[int]) -> DataFrame:
     without a usable ruleId every shard (their errors are de-duplicated by the sink), and
     every transaction every shard. `keys[i]` is shard i's key value (see shard_placement)."""
     is_rule = F.col("kafka_topic") == TOPIC_RULES
-    rule_id = F.get_json_object(F.col("text"), "$.ruleId").cast("long")
+    rule_id = F.get_json_object(F.col("text"), "$.ruleId").try_cast("long")
     state = F.get_json_object(F.col("text"), "$.ruleState")
     everywhere = F.array(*[F.lit(key) for key in keys])
     index = F.pmod(rule_id, F.lit(len(keys))).cast("int")
@@ -89,7 +89,7 @@ def build(spark: SparkSession, settings: Settings) -> DataFrame:
     )
     event_time = F.when(
         F.col("kind") == KIND_TRANSACTION,
-        F.get_json_object(F.col("text"), "$.eventTime").cast("long"),
+        F.get_json_object(F.col("text"), "$.eventTime").try_cast("long"),
     )
     timed = with_event_time(inputs, event_time, fraud.lateness_ms)
     routed = route(timed, shard_keys(fraud.shards, _shuffle_partitions(spark, settings)))

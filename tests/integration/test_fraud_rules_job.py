@@ -47,11 +47,14 @@ def test_alerts_rule_updates_restart_and_side_outputs(own_broker, make_settings,
                      "limitOperatorType": ">", "limit": 0}
     send(kafka, TOPIC_RULES, [(T0, SUM_BY_PAYEE), (T0, COUNT_BY_BENEFICIARY),
                               (T0, every_payment), (T0 + 1, "{not json"),
+                              (T0 + 2, {**SUM_BY_PAYEE, "ruleId": "x"}),
                               # paused between the 2nd and 3rd transaction, in the same batch
                               (T0 + 25_000, {**every_payment, "ruleState": "PAUSE"})])
     first = [tx(1, 10, 1, 9, 60), tx(2, 20, 1, 9, 50), tx(3, 30, 2, 9, 10)]
     redelivered = (T0 + 36_000, tx(2, 20, 1, 9, 50)[1])  # sent again later, same event
-    send(kafka, TOPIC_TRANSACTIONS, [*first, (T0 + 35_000, "garbage"), redelivered])
+    bad_time = '{"transactionId": 98, "eventTime": "soon", "payeeId": 1}'  # no ANSI cast crash
+    send(kafka, TOPIC_TRANSACTIONS, [*first, (T0 + 35_000, "garbage"), (T0 + 35_001, bad_time),
+                                     redelivered])
     run_now(settings, "fraud_rules")
 
     alerts = sorted(read_values(kafka, TOPIC_FRAUD_ALERTS),
@@ -63,9 +66,10 @@ def test_alerts_rule_updates_restart_and_side_outputs(own_broker, make_settings,
     assert (alerts[0]["aggregate"], alerts[0]["limit"]) == (110, 100)
     assert alerts[1]["aggregate"] == 3
     errors = read_values(kafka, TOPIC_RULE_ERRORS)
-    assert len(errors) == 1 and errors[0]["rule"] == "{not json", "once, not once per shard"
+    assert [e["rule"] for e in errors][:1] == ["{not json"], "once, not once per shard"
+    assert len(errors) == 2 and '"ruleId": "x"' in errors[1]["rule"]
     dead = read_arrow(settings.lake.table(TABLE_DEAD_LETTERS)).to_pylist()
-    assert [d["raw_value"] for d in dead] == ["garbage"]
+    assert sorted(d["raw_value"] for d in dead) == sorted(["garbage", bad_time])
 
     # mid-stream update of rule 1 (same grouping: state kept, new limit), then a restart
     raised = {**SUM_BY_PAYEE, "limit": 1000}
