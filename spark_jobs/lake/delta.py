@@ -134,6 +134,49 @@ def merge_once(
     return with_commit_retries(write)
 
 
+def first_per_key(data: pa.Table, keys: Sequence[str]) -> pa.Table:
+    """Keep the first row of each key (in batch order): the first arrival wins."""
+    if data.num_rows <= 1:
+        return data
+    numbered = data.append_column(_ROW, pa.array(range(data.num_rows), pa.int64()))
+    first = numbered.group_by(list(keys), use_threads=False).aggregate([(_ROW, "min")])
+    if first.num_rows == data.num_rows:
+        return data
+    keep = first[f"{_ROW}_min"]
+    return data.take(pc.take(keep, pc.sort_indices(keep)))
+
+
+def insert_new_once(
+    table_uri: str, data: pa.Table, keys: Sequence[str], app_id: str, batch_id: int
+) -> bool:
+    """Insert the rows whose key the table does not have yet (never rewrite one), unless
+    app_id already committed batch_id: an idempotent sink for records with deterministic ids
+    that an at-least-once upstream may deliver twice. Within a batch the first row of a key
+    wins. An empty batch is committed as an empty append (the batch marker)."""
+    key_list = _check_keys(data, keys)
+    source = first_per_key(data, key_list)
+
+    def write() -> bool:
+        table = load_table(table_uri)
+        if _already_done(table, app_id, batch_id):
+            return False
+        commit = _commit(app_id, batch_id)
+        if table is None or source.num_rows == 0:
+            target = table if table is not None else table_uri
+            write_deltalake(target, source, mode="append", commit_properties=commit)
+            return True
+        predicate = " AND ".join(f"t.{_quoted(k)} = s.{_quoted(k)}" for k in key_list)
+        (
+            table.merge(source, predicate, source_alias="s", target_alias="t",
+                        commit_properties=commit)
+            .when_not_matched_insert_all()
+            .execute()
+        )
+        return True
+
+    return with_commit_retries(write)
+
+
 def replace_slice_once(
     table_uri: str,
     data: pa.Table,

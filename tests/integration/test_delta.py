@@ -14,6 +14,7 @@ from spark_jobs.lake.delta import (
     TableMissingError,
     append_once,
     compact,
+    insert_new_once,
     merge_once,
     read_arrow,
     read_spark,
@@ -93,6 +94,18 @@ def test_merge_once_last_row_of_a_key_wins_within_a_batch(uri):
     other = uri + "_new"
     merge_once(other, data, ["k"], "m", 0)
     assert rows(other) == [(1, "last"), (2, "last")]
+
+
+def test_insert_new_once_never_rewrites_a_key_and_skips_a_replay(uri):
+    data = pa.concat_tables([batch([1, 2], "first"), batch([2], "again")])
+    assert insert_new_once(uri, data, ["k"], "s", 0)  # creates the table; first row wins
+    assert rows(uri) == [(1, "first"), (2, "first")]
+    assert insert_new_once(uri, batch([2, 3], "later"), ["k"], "s", 1)
+    assert rows(uri) == [(1, "first"), (2, "first"), (3, "later")], "a redelivery adds nothing"
+    assert not insert_new_once(uri, batch([4], "replay"), ["k"], "s", 1)
+    assert insert_new_once(uri, batch([], "none"), ["k"], "s", 2)  # the empty batch's marker
+    assert rows(uri) == [(1, "first"), (2, "first"), (3, "later")]
+    assert transaction_version(uri, "s") == 2
 
 
 def test_merge_once_composite_key_and_empty_batch(uri):
