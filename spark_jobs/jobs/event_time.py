@@ -14,6 +14,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from spark_jobs.domain.records import MAX_TIME_MS
 from spark_jobs.durations import format_duration_ms
 
 _WATERMARK_COLUMN = "_event_time"
@@ -22,6 +23,9 @@ _WATERMARK_COLUMN = "_event_time"
 def with_event_time(df: DataFrame, ts_ms: str | Column, lateness_ms: int) -> DataFrame:
     """Track a watermark of `lateness` behind the max event time without filtering any row."""
     ts = F.col(ts_ms) if isinstance(ts_ms, str) else ts_ms
+    # a time Spark cannot represent (e.g. 1e18 ms) would fail the query (ANSI overflow);
+    # such a record is invalid anyway and the job dead-letters it, so it just sets no watermark
+    ts = F.when(ts.between(0, MAX_TIME_MS), ts)
     delay = format_duration_ms(lateness_ms)
     delay_text = "0 seconds" if delay == "0" else _interval_text(lateness_ms)
     return (
