@@ -279,7 +279,8 @@ def build_parser() -> argparse.ArgumentParser:
     job_commands = job.add_subparsers(dest="action", required=True, metavar="ACTION")
     run = job_commands.add_parser("run", help="run a streaming job")
     run.add_argument(
-        "name", help="filter_events, filter_activations, experiment_metrics or fraud_rules"
+        "name", help="filter_events, filter_activations, experiment_metrics, fraud_rules or "
+        "training_samples"
     )
     run.add_argument("--available-now", action="store_true",
                      help="process what is in the topics, close the windows, and stop")

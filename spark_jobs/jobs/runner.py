@@ -18,8 +18,14 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from spark_jobs.config import Settings
-from spark_jobs.contracts import EXPERIMENT_TOPICS, FRAUD_TOPICS
-from spark_jobs.jobs import experiment_metrics, filter_activations, filter_events, fraud_rules
+from spark_jobs.contracts import EXPERIMENT_TOPICS, FRAUD_TOPICS, SAMPLES_TOPICS
+from spark_jobs.jobs import (
+    experiment_metrics,
+    filter_activations,
+    filter_events,
+    fraud_rules,
+    training_samples,
+)
 from spark_jobs.jobs.progress import ProgressFileListener
 from spark_jobs.kafka.admin import check_kafka, ensure_topics
 from spark_jobs.spark_session import build_session
@@ -49,6 +55,10 @@ JOBS: dict[str, JobSpec] = {
     ),
     fraud_rules.NAME: JobSpec(
         fraud_rules.build, lambda _spark, s: fraud_rules.FraudAlertsSink(s), FRAUD_TOPICS,
+    ),
+    training_samples.NAME: JobSpec(
+        training_samples.build, lambda _spark, s: training_samples.TrainingSamplesSink(s),
+        SAMPLES_TOPICS,
     ),
 }
 

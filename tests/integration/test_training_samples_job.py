@@ -1,0 +1,106 @@
+"""training_samples through the broker: every rule of CONTRACTS.md section 8 on handcrafted
+records, Avro on the topic, the Delta sinks, and a killed job resuming."""
+
+from __future__ import annotations
+
+import json
+
+from helpers.topics import send
+
+from spark_jobs.contracts import (
+    TABLE_DEAD_LETTERS,
+    TABLE_ORPHAN_ENGAGEMENTS,
+    TABLE_TRAINING_SAMPLES,
+    TOPIC_ENGAGEMENTS,
+    TOPIC_TRAINING_SAMPLES,
+    TOPIC_VIEWS,
+)
+from spark_jobs.encoding.sample_avro import decode_sample
+from spark_jobs.kafka.topic_reader import read_all
+from spark_jobs.lake.delta import read_arrow
+
+T0 = 1_767_225_600_000  # 2026-01-01
+WINDOW = 600_000
+SIGNALS = ("like", "share", "comment", "favorite", "play", "skip")
+
+
+def view(view_id: str, user: int, post: int, ts: int, **context) -> dict:
+    return {"view_id": view_id, "user_id": user, "post_id": post, "ts": ts, **context}
+
+
+def engagement(user: int, post: int, signal: str, ts: int, view_id: str | None = None) -> dict:
+    return {"user_id": user, "post_id": post, "view_id": view_id, "signal": signal, "ts": ts}
+
+
+def labels(*on: str) -> dict[str, int]:
+    return {s: int(s in on) for s in SIGNALS}
+
+
+def sample(view_id: str, user: int, post: int, ts: int, context: dict, *on: str) -> dict:
+    return {"sample_id": view_id, "view_id": view_id, "user_id": user, "post_id": post,
+            "ts": ts, "context": json.dumps(context, separators=(",", ":")),
+            "labels": labels(*on)}
+
+
+def stored_samples(settings) -> list[dict]:
+    rows = read_arrow(settings.lake.table(TABLE_TRAINING_SAMPLES)).to_pylist()
+    return sorted(rows, key=lambda r: r["sample_id"])
+
+
+def test_samples_orphans_dead_letters_and_the_topic(own_broker, make_settings, run_now):
+    from spark_jobs.jobs.runner import JOBS
+    from spark_jobs.kafka.admin import ensure_topics
+
+    settings = make_settings(own_broker)
+    kafka = settings.kafka
+    ensure_topics(kafka, JOBS["training_samples"].topics, kafka.partitions)
+    # the engagement for v3 is in Kafka before v3 itself; v1 is delivered twice
+    send(kafka, TOPIC_ENGAGEMENTS, [
+        (T0, engagement(2, 20, "comment", T0 + 11_000, "v3")),
+        (T0, engagement(1, 10, "like", T0 + 1_000, "v1")),
+        (T0, engagement(1, 10, "like", T0 + 2_000, "v1")),  # the same signal twice: once
+        (T0, engagement(1, 10, "share", T0 + 5_000)),  # null view_id: latest view, v2
+        (T0, engagement(2, 20, "play", T0 + 10_000 + WINDOW, "v3")),  # window end: excluded
+        (T0, engagement(2, 20, "skip", T0 + 20_000, "ghost")),  # its view never comes
+        (T0, engagement(1, 11, "favorite", T0 + 1_500, "v1")),  # v1 is a view of post 10
+        (T0, engagement(1, 10, "dislike", T0 + 1_500, "v1")),  # not a configured signal
+        (T0, '{"user_id": "x", "post_id": 1, "signal": "like", "ts": 5}'),
+    ], key="1")
+    send(kafka, TOPIC_VIEWS, [
+        (T0, view("v1", 1, 10, T0, surface="feed", position=1)),
+        (T0, view("v2", 1, 10, T0 + 3_000, surface="feed", position=2)),
+        (T0, view("v1", 1, 10, T0 + 9, surface="redelivered")),
+        (T0, view("v3", 2, 20, T0 + 10_000, surface="search", lang="hi")),
+        (T0, "not json"),
+        (T0, view("clock", 3, 30, T0 + 3_600_000)),  # moves event time past every window
+    ], key="1")
+    run_now(settings, "training_samples")
+
+    expected = [
+        sample("v1", 1, 10, T0, {"surface": "feed", "position": 1}, "like"),
+        sample("v2", 1, 10, T0 + 3_000, {"surface": "feed", "position": 2}, "share"),
+        sample("v3", 2, 20, T0 + 10_000, {"surface": "search", "lang": "hi"}, "comment"),
+    ]
+    assert stored_samples(settings) == expected
+    published = read_all(kafka, TOPIC_TRAINING_SAMPLES)
+    decoded = sorted((decode_sample(m.value) for m in published), key=lambda s: s["sample_id"])
+    assert [{k: v for k, v in s.items() if k != "window_ms"} for s in decoded] == expected
+    assert {s["window_ms"] for s in decoded} == {WINDOW}
+    assert [m.key for m in published if decode_sample(m.value)["user_id"] == 1] == [b"1", b"1"]
+
+    orphans = read_arrow(settings.lake.table(TABLE_ORPHAN_ENGAGEMENTS)).to_pylist()
+    assert sorted((o["signal"], o["view_id"], o["reason"]) for o in orphans) == [
+        ("play", "v3", "outside_window"), ("skip", "ghost", "no_view")]
+    dead = read_arrow(settings.lake.table(TABLE_DEAD_LETTERS)).to_pylist()
+    assert sorted((d["topic"], d["reason"]) for d in dead) == [
+        ("engagements", "malformed"), ("engagements", "unknown_signal"),
+        ("engagements", "view_mismatch"), ("views", "malformed")]
+
+    # later: a re-delivered view and a record behind the watermark are late; nothing rewritten
+    send(kafka, TOPIC_VIEWS, [(T0 + 1, view("v1", 1, 10, T0, surface="again"))], key="1")
+    send(kafka, TOPIC_ENGAGEMENTS, [(T0 + 1, engagement(1, 10, "skip", T0 + 100, "v1"))])
+    run_now(settings, "training_samples")
+    assert stored_samples(settings) == expected
+    dead = read_arrow(settings.lake.table(TABLE_DEAD_LETTERS)).to_pylist()
+    assert sorted(d["reason"] for d in dead).count("late") == 2
+    assert len(read_all(kafka, TOPIC_TRAINING_SAMPLES)) == 3
