@@ -74,8 +74,13 @@ def test_samples_orphans_dead_letters_and_the_topic(own_broker, make_settings, r
         (T0, "not json"),
         (T0, view("clock", 3, 30, T0 + 3_600_000)),  # moves event time past every window
     ], key="1")
-    run_now(settings, "training_samples")
+    query = run_now(settings, "training_samples")
 
+    counted = [p.observedMetrics["training_samples"] for p in query.recentProgress
+               if "training_samples" in p.observedMetrics]
+    assert [sum(row[name] for row in counted)
+            for name in ("samples", "orphans", "deads", "duplicate_views")] == [3, 2, 4, 1], \
+        "the query progress counts what the sinks got (the clock view is still open)"
     expected = [
         sample("v1", 1, 10, T0, {"surface": "feed", "position": 1}, "like"),
         sample("v2", 1, 10, T0 + 3_000, {"surface": "feed", "position": 2}, "share"),
