@@ -22,7 +22,12 @@ from typing import Any
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
@@ -306,7 +311,8 @@ class KafkaRange(InputPartition):
 
 
 class TidelineKafkaSource(DataSource):
-    """Options: bootstrap, topic, client (JSON), record, maxRecordsPerTrigger, startingOffsets."""
+    """Options: bootstrap, topic, client (JSON), record, maxRecordsPerTrigger, startingOffsets;
+    batch reads also take startingTimestamp and endingTimestamp (epoch ms)."""
 
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
@@ -321,6 +327,12 @@ class TidelineKafkaSource(DataSource):
 
     def streamReader(self, schema: StructType) -> TidelineKafkaStreamReader:
         return TidelineKafkaStreamReader(self.parsed)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        """Batch reads (`spark.read`), see kafka/batch_reader.py."""
+        from spark_jobs.kafka.batch_reader import TidelineKafkaBatchReader, batch_options
+
+        return TidelineKafkaBatchReader(*batch_options(self.options))
 
 
 class TidelineKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
