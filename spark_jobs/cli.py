@@ -135,6 +135,26 @@ def cmd_validate(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def cmd_samples_shadow(args: argparse.Namespace, settings: Settings) -> int:
+    """Compare one day's streaming training samples with a batch recomputation."""
+    import json
+
+    from spark_jobs.shadow.run import ShadowFailed, shadow_day
+    from spark_jobs.spark_session import build_session
+
+    run_id = args.run_id or f"manual__{datetime.now(UTC).strftime('%Y-%m-%dT%H:%M:%SZ')}"
+    spark = build_session(settings, app_name=f"tideline-samples-shadow-{args.date.isoformat()}")
+    try:
+        summary = shadow_day(spark, settings, args.date, run_id, args.run_url)
+    except ShadowFailed as failed:
+        print(f"tideline: {failed}", file=sys.stderr)
+        return 1
+    finally:
+        spark.stop()
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
 def _streaming_jobs(names: Sequence[str]) -> list[str]:
     """The named streaming jobs (checked), or all of them when none is named."""
     from spark_jobs.monitor.inputs import JOB_NAMES, check_job
@@ -319,6 +339,15 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--rate", type=float, default=2000.0, help="generator messages/s")
     demo.add_argument("--seconds", type=float, help="stop after this long (default: Ctrl-C)")
     demo.set_defaults(func=cmd_demo)
+
+    samples = commands.add_parser("samples", help="training samples: shadow validation")
+    samples_commands = samples.add_subparsers(dest="action", required=True, metavar="ACTION")
+    shadow = samples_commands.add_parser(
+        "shadow", help="compare a day's streaming samples with a batch recomputation")
+    shadow.add_argument("--date", type=_parse_date, required=True, help="YYYY-MM-DD (UTC)")
+    shadow.add_argument("--run-id", help="id stored with the results (default: manual__<now>)")
+    shadow.add_argument("--run-url", help="link stored with the results and alerts")
+    shadow.set_defaults(func=cmd_samples_shadow)
 
     rules = commands.add_parser("rules", help="fraud rules: add, pause, activate, delete, list")
     rules_commands = rules.add_subparsers(dest="action", required=True, metavar="ACTION")

@@ -109,3 +109,96 @@ def test_samples_orphans_dead_letters_and_the_topic(own_broker, make_settings, r
     dead = read_arrow(settings.lake.table(TABLE_DEAD_LETTERS)).to_pylist()
     assert sorted(d["reason"] for d in dead).count("late") == 2
     assert len(read_all(kafka, TOPIC_TRAINING_SAMPLES)) == 3
+
+
+def test_shuffled_traffic_killed_job_equals_the_batch_recomputation(
+        own_broker, make_settings, run_now, spark):
+    """Generated traffic (either side first, disorder below the lateness) through a job that
+    is SIGKILLed mid-stream and resumed: every view yields exactly one sample, equal to the
+    independent batch recomputation; a corrupted table fails the shadow check with an alert."""
+    import datetime
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import pytest
+    from deltalake import DeltaTable
+
+    from spark_jobs.contracts import TABLE_ALERTS, TABLE_VALIDATION_RESULTS
+    from spark_jobs.jobs.progress import read_progress
+    from spark_jobs.jobs.runner import JOBS
+    from spark_jobs.kafka.admin import ensure_topics
+    from spark_jobs.kafka.producer import make_producer, produce_all
+    from spark_jobs.samples_traffic import SamplesTrafficSpec, generate_traffic
+    from spark_jobs.shadow.run import ShadowFailed, compare_day, shadow_day
+
+    day = datetime.date(2026, 1, 1)
+    start = T0 + 3_600_000
+    overrides = {"samples": {"window": "20s", "lateness": "5s"},
+                 "jobs": {"trigger": "200ms", "max_records_per_trigger": 400}}
+    settings = make_settings(own_broker, **overrides)
+    kafka = settings.kafka
+    ensure_topics(kafka, JOBS["training_samples"].topics, kafka.partitions)
+    spec = SamplesTrafficSpec(users=300, posts=2_000, views_per_s=20, window_ms=20_000,
+                              max_disorder_ms=4_000, seed=5)
+    records = generate_traffic(spec, views=1_200, start_ms=start)
+    tomorrow = T0 + 86_400_000 + 3_600_000  # the clock view is not part of the day compared
+    clock = [(TOPIC_VIEWS, "0", json.dumps(view("clock", 0, 0, tomorrow)).encode(), tomorrow)]
+
+    def produce(batch) -> None:
+        producer = make_producer(kafka)
+        for topic in (TOPIC_VIEWS, TOPIC_ENGAGEMENTS):
+            mine = [r for r in batch if r[0] == topic]
+            produce_all(producer, topic, [r[1] for r in mine], [r[2] for r in mine],
+                        [r[3] for r in mine])
+        producer.flush(30)
+
+    produce(records[: len(records) * 2 // 3])
+    environ = {**os.environ, "TIDELINE_LAKE__ROOT": settings.lake.root,
+               "TIDELINE_KAFKA__BOOTSTRAP": own_broker, "TIDELINE_JOBS__TRIGGER": "200ms",
+               "TIDELINE_JOBS__MAX_RECORDS_PER_TRIGGER": "400",
+               "TIDELINE_SAMPLES__WINDOW": "20s", "TIDELINE_SAMPLES__LATENESS": "5s"}
+    environ.pop("TIDELINE_CONFIG", None)
+    job = subprocess.Popen(
+        [sys.executable, "-m", "spark_jobs.cli", "job", "run", "training_samples"],
+        env=environ, start_new_session=True, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 180
+        while (read_progress(settings, "training_samples") or {}).get("batchId", -1) < 3:
+            assert job.poll() is None, "the job died"
+            assert time.monotonic() < deadline, "the job made no progress"
+            time.sleep(0.2)
+    finally:
+        os.killpg(job.pid, signal.SIGKILL)  # mid-stream, wherever it is
+        job.wait(30)
+    assert read_arrow(settings.lake.table(TABLE_TRAINING_SAMPLES)).num_rows > 0, \
+        "killed after some samples were out"
+    produce(records[len(records) * 2 // 3:] + clock)
+    run_now(settings, "training_samples")  # resumes from the checkpoint
+
+    views = {json.loads(r[2])["view_id"] for r in records if r[0] == TOPIC_VIEWS}
+    stored = read_arrow(settings.lake.table(TABLE_TRAINING_SAMPLES)).to_pylist()
+    assert sorted(s["sample_id"] for s in stored) == sorted(views), "one sample per view"
+    assert sum(any(s["labels"].values()) for s in stored) > 100
+    report = compare_day(spark, settings, day)
+    assert report.agrees and report.batch_samples == len(views), report.as_dict()
+    assert shadow_day(spark, settings, day, "test-run")["match_rate"] == 1.0
+    published = read_all(kafka, TOPIC_TRAINING_SAMPLES)
+    assert {decode_sample(m.value)["sample_id"] for m in published} == views
+
+    victims = sorted(views)[:2]  # 2 of 1,200 missing: 99.83 % < 99.9 %
+    DeltaTable(settings.lake.table(TABLE_TRAINING_SAMPLES)).delete(
+        "sample_id IN (" + ", ".join(f"'{v}'" for v in victims) + ")")
+    with pytest.raises(ShadowFailed) as failed:
+        shadow_day(spark, settings, day, "test-run-2")
+    assert failed.value.report.missing_in_streaming == 2
+    alerts = [a for a in read_arrow(settings.lake.table(TABLE_ALERTS)).to_pylist()
+              if a["source"] == "training_samples_shadow"]
+    assert len(alerts) == 1 and "99.833%" in alerts[0]["summary"]
+    results = read_arrow(settings.lake.table(TABLE_VALIDATION_RESULTS)).to_pylist()
+    assert sorted((r["run_id"], r["check"], r["success"]) for r in results) == [
+        ("test-run", "sample_match_rate", True), ("test-run", "sample_schema", True),
+        ("test-run-2", "sample_match_rate", False), ("test-run-2", "sample_schema", True)]
