@@ -139,6 +139,7 @@ def cmd_samples_shadow(args: argparse.Namespace, settings: Settings) -> int:
     """Compare one day's streaming training samples with a batch recomputation."""
     import json
 
+    from spark_jobs.batch.submit import ALERTED_EXIT
     from spark_jobs.shadow.run import ShadowFailed, shadow_day
     from spark_jobs.spark_session import build_session
 
@@ -148,7 +149,7 @@ def cmd_samples_shadow(args: argparse.Namespace, settings: Settings) -> int:
         summary = shadow_day(spark, settings, args.date, run_id, args.run_url)
     except ShadowFailed as failed:
         print(f"tideline: {failed}", file=sys.stderr)
-        return 1
+        return ALERTED_EXIT
     finally:
         spark.stop()
     print(json.dumps(summary, indent=2))
@@ -343,7 +344,8 @@ def build_parser() -> argparse.ArgumentParser:
     samples = commands.add_parser("samples", help="training samples: shadow validation")
     samples_commands = samples.add_subparsers(dest="action", required=True, metavar="ACTION")
     shadow = samples_commands.add_parser(
-        "shadow", help="compare a day's streaming samples with a batch recomputation")
+        "shadow", help="compare a day's streaming samples with a batch recomputation "
+        "(exit 3 when they disagree, after alerting)")
     shadow.add_argument("--date", type=_parse_date, required=True, help="YYYY-MM-DD (UTC)")
     shadow.add_argument("--run-id", help="id stored with the results (default: manual__<now>)")
     shadow.add_argument("--run-url", help="link stored with the results and alerts")

@@ -43,6 +43,7 @@ from spark_jobs.orchestration.standalone import AirflowStartError
 
 DAG_IDS = (
     "daily_validation", "experiment_guardrails", "maintenance", "ramp_snapshot", "streaming_jobs",
+    "training_samples_shadow",
 )
 EVENT_TIME_LAG = datetime.timedelta(minutes=6)
 DEFAULT_USERS = 10_000

@@ -28,7 +28,10 @@ def failure_alert_fields(context: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def alert_on_failure(context: Mapping[str, Any]) -> None:
-    """on_failure_callback: send an alert linking to the run; never raises."""
+    """on_failure_callback: send an alert linking to the run; never raises. A failure whose
+    exception says `already_alerted` (its check sent a detailed alert) sends nothing more."""
+    if getattr(context.get("exception"), "already_alerted", False):
+        return
     try:
         from spark_jobs.alerts import Alert, send_alert
         from spark_jobs.config import load_settings

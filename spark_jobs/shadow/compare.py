@@ -100,7 +100,8 @@ class Difference:
 
 @dataclass(frozen=True)
 class ShadowReport:
-    """Streaming vs batch over one set of samples; `match_rate` = matched / max(1, batch)."""
+    """Streaming vs batch over one set of samples; `match_rate` = matched / samples on either
+    side (batch samples plus those only streaming has; 1 when both sides are empty)."""
 
     batch_samples: int
     streaming_samples: int
@@ -230,10 +231,14 @@ def compare_samples(
         field_differences=field_counts,
         duplicates_in_streaming=s_repeats,
         duplicates_in_batch=b_repeats,
-        match_rate=matched / max(1, len(b_by_id) + b_repeats),
+        match_rate=_rate(matched, len(b_by_id) + b_repeats + len(extra)),
         schema=compare_schemas(streaming_schema, batch_schema, signals),
         examples=_examples(differences, max_examples),
     )
+
+
+def _rate(matched: int, compared: int) -> float:
+    return matched / compared if compared else 1.0
 
 
 def _examples(differences: list[Difference], limit: int) -> list[Difference]:

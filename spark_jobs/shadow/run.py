@@ -52,11 +52,13 @@ class ShadowFailed(RuntimeError):
 
 def day_closed(settings: Settings, day: datetime.date) -> tuple[bool, str]:
     """(ready, why): every view of the day has had its sample emitted once the job's
-    committed watermark reached the day's end plus the attribution window."""
+    committed watermark reached the day's end plus the attribution window. A job that never
+    ran has nothing pending: the comparison then shows whether the topics held views."""
     _, until_ms = day_bounds_ms(day)
     needed = until_ms + settings.samples.window_ms
-    watermark = committed_watermark_ms(settings.lake.checkpoint(JOB)) \
-        if _has_checkpoint(settings) else None
+    if not _has_checkpoint(settings):
+        return True, f"{JOB} has never run: comparing with what the topics hold"
+    watermark = committed_watermark_ms(settings.lake.checkpoint(JOB))
     if watermark is not None and watermark >= needed:
         return True, f"{JOB} watermark {iso_ms(watermark)} is past {iso_ms(needed)}"
     return False, f"{JOB} watermark {iso_ms(watermark)} has not reached {iso_ms(needed)}"

@@ -26,6 +26,7 @@ CHROME_ARGS = (
 )
 DAG_IDS = (
     "daily_validation", "experiment_guardrails", "maintenance", "ramp_snapshot", "streaming_jobs",
+    "training_samples_shadow",
 )
 UI_TIMEOUT_S = 30
 RUN_TIMEOUT_S = 300

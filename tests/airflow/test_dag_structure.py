@@ -16,7 +16,7 @@ def test_every_dag_imports_without_errors(dag_structure):
     assert dag_structure["import_errors"] == {}
     assert sorted(dag_structure["dags"]) == [
         "daily_validation", "experiment_guardrails", "maintenance", "ramp_snapshot",
-        "streaming_jobs",
+        "streaming_jobs", "training_samples_shadow",
     ]
 
 
@@ -66,6 +66,19 @@ def test_daily_validation_recomputes_validates_each_case_then_reports(dag_struct
     assert dag["tasks"]["report"] == {"upstream": validates, "trigger_rule": "all_done"}
 
 
+def test_training_samples_shadow_waits_for_the_day_then_compares(dag_structure):
+    dag = dag_structure["dags"]["training_samples_shadow"]
+    assert (dag["timetable"], dag["cron"], dag["timezone"], dag["catchup"]) == (
+        "CronDataIntervalTimetable", "0 0 * * *", "UTC", True,
+    )
+    assert dag["start_date"] == "2026-01-01T00:00:00+00:00"  # validation.start_date
+    assert dag["params"] == ["day"]
+    assert dag["tasks"] == {
+        "wait_for_samples": {"upstream": [], "trigger_rule": "all_success"},
+        "compare": {"upstream": ["wait_for_samples"], "trigger_rule": "all_success"},
+    }
+
+
 def test_maintenance_compacts_before_vacuum(dag_structure):
     dag = dag_structure["dags"]["maintenance"]
     assert (dag["cron"], dag["catchup"]) == ("0 3 * * *", False)
@@ -83,5 +96,6 @@ def test_a_config_error_is_a_clear_dag_import_error(cli_airflow, tmp_path):
     broken.write_text("experiments: {window: 15}\n")  # a duration without a unit
     env = {**cli_airflow.env, "TIDELINE_CONFIG": str(broken)}
     errors = describe_dags(env, tmp_path / "dags.json")["import_errors"]
-    assert [path.rsplit("/", 1)[-1] for path in errors] == ["daily_validation.py"]
-    assert "experiments.window: 15 has no unit" in next(iter(errors.values()))
+    assert sorted(path.rsplit("/", 1)[-1] for path in errors) == [
+        "daily_validation.py", "training_samples_shadow.py"]
+    assert all("experiments.window: 15 has no unit" in e for e in errors.values())

@@ -101,3 +101,43 @@ def test_experiment_guardrails_alerts_a_drop_once(cli_airflow, tmp_path):
     assert {body["alert"]["experiment_hash"] for body in received} == {"exp_guardrail"}
     assert all(body["alert"]["metric"].startswith("impression") for body in received)
     assert "/dags/experiment_guardrails/runs/" in received[0]["alert"]["run_url"]
+
+
+def test_training_samples_shadow_checks_a_closed_day(cli_airflow, own_broker, run_now,
+                                                     tmp_path):
+    """Generated traffic of one day through the streaming job, then the DAG: it waits for the
+    day's samples, spark-submits the comparison, and stores a passing result."""
+    import json
+
+    from spark_jobs.jobs.runner import JOBS
+    from spark_jobs.kafka.admin import ensure_topics
+    from spark_jobs.kafka.producer import make_producer, produce_all
+    from spark_jobs.samples_traffic import SamplesTrafficSpec, generate_traffic
+    from spark_jobs.validation.results import read_results
+
+    day = datetime.date(2026, 1, 1)
+    start = int(datetime.datetime(2026, 1, 1, 6, tzinfo=datetime.UTC).timestamp() * 1000)
+    env = {"TIDELINE_LAKE__ROOT": str(tmp_path / "lake"), "TIDELINE_KAFKA__BOOTSTRAP": own_broker,
+           "TIDELINE_SAMPLES__WINDOW": "20s", "TIDELINE_SAMPLES__LATENESS": "5s"}
+    settings = load_settings(environ={**cli_airflow.env, **env})
+    ensure_topics(settings.kafka, JOBS["training_samples"].topics, settings.kafka.partitions)
+    spec = SamplesTrafficSpec(users=50, posts=300, views_per_s=20, window_ms=20_000,
+                              max_disorder_ms=4_000, seed=8)
+    records = generate_traffic(spec, views=200, start_ms=start)
+    tomorrow = start + 86_400_000  # closes every window of the day
+    clock = {"view_id": "clock", "user_id": 0, "post_id": 0, "ts": tomorrow}
+    records.append(("views", "0", json.dumps(clock).encode(), tomorrow))
+    producer = make_producer(settings.kafka)
+    for topic in ("views", "engagements"):
+        mine = [r for r in records if r[0] == topic]
+        produce_all(producer, topic, [r[1] for r in mine], [r[2] for r in mine],
+                    [r[3] for r in mine])
+    producer.flush(30)
+    run_now(settings, "training_samples")
+
+    output = dags_test(cli_airflow, "training_samples_shadow", day.isoformat(), **env)
+    assert '"match_rate": 1.0' in output, output[-3000:]
+    results = read_results(settings)
+    assert sorted(zip(results["check"], results["success"], strict=True)) == [
+        ("sample_match_rate", True), ("sample_schema", True)]
+    assert set(results["case"]) == {"training_samples"}

@@ -65,7 +65,7 @@ def test_counts_and_examples() -> None:
     assert report.extra_in_streaming == 1
     assert report.duplicates_in_streaming == 1
     assert report.duplicates_in_batch == 0
-    assert report.match_rate == 2 / 5
+    assert report.match_rate == 2 / 6, "matched over the ids of either side (5 + 1 extra)"
     assert report.field_differences == {
         "view_id": 0, "user_id": 0, "post_id": 0, "ts": 1, "context": 0,
         "labels.like": 0, "labels.share": 1, "labels.comment": 1,
@@ -77,7 +77,9 @@ def test_counts_and_examples() -> None:
     assert report.examples[0].fields == ["labels.share"]
     assert report.examples[0].batch == _sample("label", share=1)
     assert not report.agrees
-    assert compare_samples([], [], SIGNALS).match_rate == 0.0  # matched / max(1, 0)
+    assert compare_samples([], [], SIGNALS).match_rate == 1.0  # nothing to disagree on
+    only_streaming = compare_samples([{"sample_id": "s"}], [], SIGNALS)
+    assert only_streaming.match_rate == 0.0
 
 
 def test_field_rules() -> None:
