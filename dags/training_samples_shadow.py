@@ -53,7 +53,7 @@ def training_samples_shadow() -> None:
 
     @task(max_active_tis_per_dag=1, retries=0, on_failure_callback=alert_on_failure)
     def compare(**context: Any) -> str:
-        """spark-submit the comparison; a mismatch alerts with its numbers (exit 1), any other
+        """spark-submit the comparison; a mismatch alerts with its numbers (exit 3), any other
         failure through the failure callback."""
         from spark_jobs.batch.submit import submit_cli
 

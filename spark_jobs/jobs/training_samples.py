@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import pyarrow as pa
 from confluent_kafka import Producer
+from deltalake import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from spark_jobs.config import Settings
+from spark_jobs.config import ConfigError, Settings
 from spark_jobs.contracts import (
     TABLE_DEAD_LETTERS,
     TABLE_ORPHAN_ENGAGEMENTS,
@@ -32,7 +33,7 @@ from spark_jobs.jobs.event_time import with_event_time
 from spark_jobs.jobs.outputs import BatchOutputs, rows_of_kind
 from spark_jobs.kafka.producer import make_producer, produce_all
 from spark_jobs.kafka.source import read_topic
-from spark_jobs.lake.delta import insert_new_once
+from spark_jobs.lake.delta import insert_new_once, table_exists
 from spark_jobs.operators.sample_join import (
     KIND_DEAD,
     KIND_DUPLICATES,
@@ -98,8 +99,10 @@ def build(spark: SparkSession, settings: Settings) -> DataFrame:
     )
     text = F.col("value").cast("string")
     keyed = raw.withColumn("user_id", F.get_json_object(text, "$.user_id").try_cast("long"))
-    timed = with_event_time(keyed, F.get_json_object(text, "$.ts").try_cast("long"),
-                            samples.lateness_ms)
+    # only records that can be keyed move event time: one that cannot be used must not be
+    # able to push the watermark (and make everything else late)
+    ts = F.when(F.col("user_id").isNotNull(), F.get_json_object(text, "$.ts").try_cast("long"))
+    timed = with_event_time(keyed, ts, samples.lateness_ms)
     joined = timed.groupBy("user_id").transformWithState(
         SampleJoinProcessor(join_parameters(settings)),
         output_schema(samples.signals),
@@ -125,7 +128,24 @@ class TrainingSamplesSink:
         samples = settings.samples
         self.encoder = SampleEncoder(samples.signals, defaults={"window_ms": samples.window_ms})
         self.schema = sample_schema(samples.signals)
+        self._check_table_labels()
         self._producer: Producer | None = None
+
+    def _check_table_labels(self) -> None:
+        """Fail at start, not at the first merge, when the table was written with other
+        signals: changing samples.signals needs a new table (or a migration)."""
+        uri = self.outputs.table_uri(TABLE_TRAINING_SAMPLES)
+        if not table_exists(uri):
+            return
+        stored = pa.schema(DeltaTable(uri).schema().to_arrow())
+        labels = stored.field("labels").type if "labels" in stored.names else None
+        names = tuple(f.name for f in labels) if isinstance(labels, pa.StructType) else ()
+        if names != self.settings.samples.signals:
+            raise ConfigError(
+                f"samples.signals {list(self.settings.samples.signals)} differ from the labels "
+                f"of the existing table {uri} {list(names)}: restore the signals, or move that "
+                f"table (and the job's checkpoint) aside to start a new one"
+            )
 
     @property
     def producer(self) -> Producer:

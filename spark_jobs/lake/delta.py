@@ -166,12 +166,15 @@ def insert_new_once(
             write_deltalake(target, source, mode="append", commit_properties=commit)
             return True
         predicate = " AND ".join(f"t.{_quoted(k)} = s.{_quoted(k)}" for k in key_list)
+        before = table.version()
         (
             table.merge(source, predicate, source_alias="s", target_alias="t",
                         commit_properties=commit)
             .when_not_matched_insert_all()
             .execute()
         )
+        if load_table(table_uri).version() == before:  # nothing new: no commit, so no marker
+            write_deltalake(table, source.slice(0, 0), mode="append", commit_properties=commit)
         return True
 
     return with_commit_retries(write)

@@ -97,9 +97,27 @@ def _text(value: str | bytes | None) -> tuple[str | None, bool]:
         return data.decode("utf-8", errors="replace"), False
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A repeated key is ambiguous (parsers disagree on which value wins): malformed."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        raise _Malformed("repeated key")
+    return obj
+
+
+def _context(rest: dict[str, Any]) -> str:
+    """The view's other fields as compact JSON; a number JSON cannot hold (1e400 parses as
+    infinity) makes the view malformed rather than the context invalid JSON."""
+    try:
+        return _utf8(json.dumps(rest, separators=(",", ":"), ensure_ascii=False,
+                                allow_nan=False))
+    except ValueError as exc:
+        raise _Malformed("number out of range") from exc
+
+
 def _object(text: str) -> dict[str, Any]:
     try:
-        obj = json.loads(text, parse_constant=_reject_constant)
+        obj = json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
     except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
         raise _Malformed("not JSON") from exc
     if not isinstance(obj, dict):
@@ -149,7 +167,7 @@ def parse_view(value: str | bytes | None, source: Source) -> View | Rejected:
         post_id = _long(obj.get("post_id"))
         ts = _time_ms(obj.get("ts"))
         rest = {k: v for k, v in obj.items() if k not in VIEW_FIELDS}
-        context = _utf8(json.dumps(rest, separators=(",", ":"), ensure_ascii=False))
+        context = _context(rest)
     except _Malformed:
         return Rejected(MALFORMED, text, source)
     return View(view_id, user_id, post_id, ts, context, source, text)

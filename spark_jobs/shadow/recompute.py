@@ -30,6 +30,8 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType
 
+from spark_jobs.domain.records import MAX_TIME_MS
+
 VIEW_KEYS = ("view_id", "user_id", "post_id", "ts")
 RAW_COLUMNS = ("value", "kafka_partition", "kafka_offset")
 SAMPLE_COLUMNS = ("sample_id", "view_id", "user_id", "post_id", "ts", "context", "labels")
@@ -98,7 +100,7 @@ def valid_views(raw_views: DataFrame) -> DataFrame:
         & _is_int(doc, "user_id")
         & _is_int(doc, "post_id")
         & _is_int(doc, "ts")
-        & (_long(doc, "ts") >= 0)
+        & _long(doc, "ts").between(0, MAX_TIME_MS)
     )
     return _documents(raw_views).where(F.coalesce(valid, F.lit(False))).select(
         _text(doc, "view_id").alias("view_id"),
@@ -135,7 +137,7 @@ def _engagements(raw_engagements: DataFrame, signals: Sequence[str]) -> DataFram
         & _is_int(doc, "post_id")
         & (_kind(doc, "signal") == "STRING")
         & _is_int(doc, "ts")
-        & (_long(doc, "ts") >= 0)
+        & _long(doc, "ts").between(0, MAX_TIME_MS)
         & view_id_ok
     )
     valid = F.coalesce(valid, F.lit(False))

@@ -106,6 +106,9 @@ def test_insert_new_once_never_rewrites_a_key_and_skips_a_replay(uri):
     assert insert_new_once(uri, batch([], "none"), ["k"], "s", 2)  # the empty batch's marker
     assert rows(uri) == [(1, "first"), (2, "first"), (3, "later")]
     assert transaction_version(uri, "s") == 2
+    assert insert_new_once(uri, batch([1, 3], "all known"), ["k"], "s", 3)  # merges nothing
+    assert transaction_version(uri, "s") == 3, "the batch is still marked done"
+    assert rows(uri) == [(1, "first"), (2, "first"), (3, "later")]
 
 
 def test_merge_once_composite_key_and_empty_batch(uri):

@@ -202,3 +202,17 @@ def test_shuffled_traffic_killed_job_equals_the_batch_recomputation(
     assert sorted((r["run_id"], r["check"], r["success"]) for r in results) == [
         ("test-run", "sample_match_rate", True), ("test-run", "sample_schema", True),
         ("test-run-2", "sample_match_rate", False), ("test-run-2", "sample_schema", True)]
+
+
+def test_a_table_written_with_other_signals_fails_at_start(make_settings):
+    import pytest
+
+    from spark_jobs.config import ConfigError
+    from spark_jobs.jobs.training_samples import TrainingSamplesSink, sample_schema
+    from spark_jobs.lake.delta import append_rows
+
+    settings = make_settings()
+    old = sample_schema(("like", "share"))
+    append_rows(settings.lake.table(TABLE_TRAINING_SAMPLES), old.empty_table())
+    with pytest.raises(ConfigError, match=r"samples.signals .* differ from the labels"):
+        TrainingSamplesSink(settings)

@@ -165,3 +165,13 @@ def test_signals_come_from_configuration():
 
 def test_source_order_is_topic_partition_offset():
     assert VIEWS.order == ("views", 0, 5)
+
+
+def test_numbers_json_cannot_hold_and_repeated_keys_are_malformed():
+    source = Source("views", 0, 0, 0, None)
+    huge = '{"view_id": "v", "user_id": 1, "post_id": 2, "ts": 3, "score": 1e400}'
+    twice = '{"view_id": "v", "user_id": 1, "user_id": 2, "post_id": 2, "ts": 3}'
+    assert parse_view(huge, source) == Rejected("malformed", huge, source)
+    assert parse_view(twice, source) == Rejected("malformed", twice, source)
+    engagement = '{"user_id": 1, "post_id": 2, "signal": "like", "signal": "skip", "ts": 3}'
+    assert parse_engagement(engagement, source, ["like", "skip"]).reason == "malformed"
