@@ -66,7 +66,15 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "guardrail_events": None,  # None = impression, when it is a critical event type
     },
     "dashboard": {"host": "127.0.0.1", "port": 8050, "refresh": "10s"},
-    "fraud": {"lateness": "2m", "alert_on_late_events": False, "bucket": "0", "shards": 2},
+    "fraud": {
+        "lateness": "2m",
+        "alert_on_late_events": False,
+        "bucket": "0",
+        "state": "driver",
+        "shards": 2,
+        "snapshot_every": 500,
+        "idle_timeout": "1s",
+    },
     "samples": {
         "window": "10m",
         "lateness": "2m",
@@ -210,6 +218,9 @@ class FraudSettings:
     alert_on_late_events: bool
     bucket_ms: int
     shards: int
+    state: str = "driver"  # driver: one engine on the driver; spark: transformWithState shards
+    snapshot_every: int = 500  # driver state: batches between snapshots
+    idle_timeout_ms: int = 1_000  # a quiet rules topic stops holding transactions back
 
 
 @dataclass(frozen=True)
@@ -397,6 +408,14 @@ def _email_list(tree: Mapping[str, Any], section: str, key: str) -> tuple[str, .
 
 
 COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
+FRAUD_STATES = ("driver", "spark")
+
+
+def _choice(tree: Mapping[str, Any], section: str, key: str, allowed: tuple[str, ...]) -> str:
+    value = tree[section][key]
+    if value not in allowed:
+        raise ConfigError(f"{section}.{key} must be one of {', '.join(allowed)}, got {value!r}")
+    return str(value)
 
 
 def _samples(tree: Mapping[str, Any]) -> SamplesSettings:
@@ -407,11 +426,7 @@ def _samples(tree: Mapping[str, Any]) -> SamplesSettings:
             f"samples.signals must be distinct names of letters, digits and _ (they become "
             f"label fields), got {list(signals)!r}"
         )
-    compression = str(tree["samples"]["compression"])
-    if compression not in COMPRESSIONS:
-        raise ConfigError(
-            f"samples.compression must be one of {', '.join(COMPRESSIONS)}, got {compression!r}"
-        )
+    compression = _choice(tree, "samples", "compression", COMPRESSIONS)
     window_ms = _duration(tree, "samples", "window", 1)
     return SamplesSettings(
         window_ms=window_ms,
@@ -566,6 +581,9 @@ def build_settings(tree: Mapping[str, Any]) -> Settings:
             alert_on_late_events=_flag(tree, "fraud", "alert_on_late_events"),
             bucket_ms=_duration(tree, "fraud", "bucket"),
             shards=_positive_int(tree, "fraud", "shards"),
+            state=_choice(tree, "fraud", "state", FRAUD_STATES),
+            snapshot_every=_positive_int(tree, "fraud", "snapshot_every"),
+            idle_timeout_ms=_duration(tree, "fraud", "idle_timeout", 1),
         ),
         samples=_samples(tree),
         raw=dict(tree),

@@ -11,6 +11,8 @@ eventTime) decides which transactions are late; cleanup timers follow it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
@@ -80,7 +82,8 @@ def build(spark: SparkSession, settings: Settings) -> DataFrame:
     time from transactions, routing to shards, the stateful engine per shard."""
     fraud = settings.fraud
     raw = read_topic(spark, settings.kafka, [TOPIC_TRANSACTIONS, TOPIC_RULES],
-                     max_records_per_trigger=settings.jobs.max_records_per_trigger)
+                     max_records_per_trigger=settings.jobs.max_records_per_trigger,
+                     idle_timeout_ms=fraud.idle_timeout_ms)
     inputs = raw.select(
         F.when(F.col("kafka_topic") == TOPIC_RULES, F.lit(KIND_RULE))
         .otherwise(F.lit(KIND_TRANSACTION)).alias("kind"),
@@ -92,6 +95,8 @@ def build(spark: SparkSession, settings: Settings) -> DataFrame:
         F.get_json_object(F.col("text"), "$.eventTime").try_cast("long"),
     )
     timed = with_event_time(inputs, event_time, fraud.lateness_ms)
+    if fraud.state == "driver":  # one engine in the sink (fraud_driver.FraudDriverSink)
+        return timed.drop("text")
     routed = route(timed, shard_keys(fraud.shards, _shuffle_partitions(spark, settings)))
     routed = routed.drop("text")
     return routed.groupBy("shard").transformWithState(
@@ -139,6 +144,12 @@ class FraudAlertsSink:
         table = batch.toArrow()  # always run the plan: its state stores must commit on replay
         if self.outputs.committed(TABLE_FRAUD_ALERTS, batch_id):
             return
+        self.deliver(table, batch_id)
+
+    def deliver(self, table: pa.Table, batch_id: int,
+                before_commit: Callable[[], None] | None = None) -> None:
+        """Publish the engine outputs of one batch; `before_commit` runs just before the
+        `fraud_alerts` commit that marks the batch done."""
         producer = self.outputs.producer
         alerts = _of_kind(table, "alert").sort_by([*ARRIVAL, ("rule_id", "ascending")])
         keys = [f"{r}:{t}" for r, t in zip(alerts["rule_id"].to_pylist(),
@@ -154,6 +165,8 @@ class FraudAlertsSink:
         dead = _first_per_source(_of_kind(table, "dead_letter"))
         if dead.num_rows:
             self.outputs.dead_letters(_renamed(dead, "raw_value").drop(["kind"]), batch_id)
+        if before_commit is not None:
+            before_commit()
         if table.num_rows:  # a batch without outputs needs no marker: its replay sends nothing
             rows = _renamed(alerts, "alert").select(FRAUD_ALERTS_SCHEMA.names)
             self.outputs.append(TABLE_FRAUD_ALERTS, rows.cast(FRAUD_ALERTS_SCHEMA), batch_id)

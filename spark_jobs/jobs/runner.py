@@ -23,6 +23,7 @@ from spark_jobs.jobs import (
     experiment_metrics,
     filter_activations,
     filter_events,
+    fraud_driver,
     fraud_rules,
     training_samples,
 )
@@ -53,14 +54,19 @@ JOBS: dict[str, JobSpec] = {
         experiment_metrics.build, lambda _spark, s: experiment_metrics.MetricsSink(s),
         EXPERIMENT_TOPICS,
     ),
-    fraud_rules.NAME: JobSpec(
-        fraud_rules.build, lambda _spark, s: fraud_rules.FraudAlertsSink(s), FRAUD_TOPICS,
-    ),
+    fraud_rules.NAME: JobSpec(fraud_rules.build, lambda _spark, s: fraud_sink(s), FRAUD_TOPICS),
     training_samples.NAME: JobSpec(
         training_samples.build, lambda _spark, s: training_samples.TrainingSamplesSink(s),
         SAMPLES_TOPICS,
     ),
 }
+
+
+def fraud_sink(settings: Settings) -> Any:
+    """The engine in the driver's sink (fraud.state: driver) or only publishing (spark)."""
+    if settings.fraud.state == "driver":
+        return fraud_driver.FraudDriverSink(settings)
+    return fraud_rules.FraudAlertsSink(settings)
 
 
 class UnknownJobError(ValueError):

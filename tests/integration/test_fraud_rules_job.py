@@ -36,8 +36,9 @@ def tx(transaction_id: int, seconds: int, payee: int, beneficiary: int, amount: 
                 "beneficiaryId": beneficiary, "paymentAmount": amount, "paymentType": "CSH"}
 
 
-def test_alerts_rule_updates_restart_and_side_outputs(own_broker, make_settings, run_now):
-    settings = make_settings(own_broker)
+@pytest.mark.parametrize("state", ["driver", "spark"])
+def test_alerts_rule_updates_restart_and_side_outputs(own_broker, make_settings, run_now, state):
+    settings = make_settings(own_broker, fraud={"state": state})
     kafka = settings.kafka
     from spark_jobs.jobs.runner import JOBS
     from spark_jobs.kafka.admin import ensure_topics
@@ -58,6 +59,10 @@ def test_alerts_rule_updates_restart_and_side_outputs(own_broker, make_settings,
                                      (T0 + 35_002, far), redelivered])
     run_now(settings, "fraud_rules")
 
+    from spark_jobs.jobs.checkpoint import committed_watermark_ms
+
+    assert committed_watermark_ms(settings.lake.checkpoint("fraud_rules")) > T0 - 120_000, \
+        "the watermark moves (stateless driver queries too), so lateness can be judged"
     alerts = sorted(read_values(kafka, TOPIC_FRAUD_ALERTS),
                     key=lambda a: (a["ruleId"], a["triggeringEvent"]["transactionId"]))
     assert [(a["ruleId"], a["groupingKey"], a["triggeringEvent"]["transactionId"])
@@ -126,7 +131,9 @@ def reference_alerts(rules: list[tuple[int, dict]], transactions: list[tuple[int
     return sorted(found)
 
 
-def test_a_killed_job_resumes_without_duplicate_alerts(own_broker, make_settings, run_now):
+@pytest.mark.parametrize("state", ["driver", "spark"])
+def test_a_killed_job_resumes_without_duplicate_alerts(own_broker, make_settings, run_now,
+                                                       state):
     import os
     import signal
     import subprocess
@@ -138,7 +145,8 @@ def test_a_killed_job_resumes_without_duplicate_alerts(own_broker, make_settings
     from spark_jobs.kafka.admin import ensure_topics
 
     settings = make_settings(own_broker, jobs={"trigger": "200ms",
-                                               "max_records_per_trigger": 300})
+                                               "max_records_per_trigger": 300},
+                             fraud={"state": state, "snapshot_every": 3})
     kafka = settings.kafka
     ensure_topics(kafka, JOBS["fraud_rules"].topics, kafka.partitions)
     rules = [(T0, SUM_BY_PAYEE), (T0, COUNT_BY_BENEFICIARY)]
@@ -148,7 +156,8 @@ def test_a_killed_job_resumes_without_duplicate_alerts(own_broker, make_settings
 
     environ = {**os.environ, "TIDELINE_LAKE__ROOT": settings.lake.root,
                "TIDELINE_KAFKA__BOOTSTRAP": own_broker, "TIDELINE_JOBS__TRIGGER": "200ms",
-               "TIDELINE_JOBS__MAX_RECORDS_PER_TRIGGER": "300"}
+               "TIDELINE_JOBS__MAX_RECORDS_PER_TRIGGER": "300", "TIDELINE_FRAUD__STATE": state,
+               "TIDELINE_FRAUD__SNAPSHOT_EVERY": "3"}
     environ.pop("TIDELINE_CONFIG", None)
     job = subprocess.Popen([sys.executable, "-m", "spark_jobs.cli", "job", "run", "fraud_rules"],
                            env=environ, start_new_session=True, stdout=subprocess.DEVNULL,
@@ -181,7 +190,7 @@ def test_cleanup_timers_drop_state_the_windows_no_longer_need(own_broker, make_s
     from spark_jobs.jobs.runner import JOBS
     from spark_jobs.kafka.admin import ensure_topics
 
-    settings = make_settings(own_broker, fraud={"lateness": "1s"},
+    settings = make_settings(own_broker, fraud={"lateness": "1s", "state": "spark"},
                              jobs={"max_records_per_trigger": 100})
     kafka = settings.kafka
     ensure_topics(kafka, JOBS["fraud_rules"].topics, kafka.partitions)

@@ -1,0 +1,82 @@
+"""Durable state of a driver-side engine in the query's checkpoint folder: one change file per
+micro-batch and, now and then, a snapshot.
+
+`<checkpoint>/engine/changes-<batch>` holds what batch <batch> changed, written before its
+outputs are committed; `snapshot-<batch>` the whole state after <batch>. State after batch N
+is the newest snapshot at or below N plus the change files above it up to N. A snapshot is
+only taken of a batch Spark has already committed, and older files are pruned only after it
+is written, so a batch Spark replays always finds the state it started from. Files are written
+to a temporary name and renamed, so a crash never leaves half a file under a final name.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pyarrow.fs as pafs
+
+FOLDER = "engine"
+CHANGES, SNAPSHOT = "changes-", "snapshot-"
+
+
+class StateFilesError(RuntimeError):
+    """The engine's state files are inconsistent (a change file is missing)."""
+
+
+def _filesystem(checkpoint: str) -> tuple[pafs.FileSystem, str]:
+    location = checkpoint if "://" in checkpoint else "file://" + os.path.abspath(checkpoint)
+    filesystem, path = pafs.FileSystem.from_uri(location)
+    return filesystem, f"{path.rstrip('/')}/{FOLDER}"
+
+
+class EngineStateFiles:
+    """Change files and snapshots of one query's engine."""
+
+    def __init__(self, checkpoint: str) -> None:
+        self.filesystem, self.folder = _filesystem(checkpoint)
+        self.filesystem.create_dir(self.folder, recursive=True)
+
+    def _write(self, name: str, data: bytes) -> None:
+        temporary = f"{self.folder}/.{name}.tmp"
+        with self.filesystem.open_output_stream(temporary) as out:
+            out.write(data)
+        self.filesystem.move(temporary, f"{self.folder}/{name}")
+
+    def _read(self, name: str) -> bytes:
+        with self.filesystem.open_input_stream(f"{self.folder}/{name}") as stream:
+            return stream.read()
+
+    def _batches(self, prefix: str) -> list[int]:
+        infos = self.filesystem.get_file_info(pafs.FileSelector(self.folder))
+        return sorted(int(i.base_name[len(prefix):]) for i in infos
+                      if i.base_name.startswith(prefix) and i.base_name[len(prefix):].isdigit())
+
+    def write_changes(self, batch_id: int, changes: bytes) -> None:
+        self._write(f"{CHANGES}{batch_id}", changes)
+
+    def write_snapshot(self, batch_id: int, snapshot: bytes) -> None:
+        """Store the state after `batch_id` (a committed batch), then drop what it replaces."""
+        self._write(f"{SNAPSHOT}{batch_id}", snapshot)
+        for old in self._batches(SNAPSHOT):
+            if old < batch_id:
+                self.filesystem.delete_file(f"{self.folder}/{SNAPSHOT}{old}")
+        for old in self._batches(CHANGES):
+            if old <= batch_id:
+                self.filesystem.delete_file(f"{self.folder}/{CHANGES}{old}")
+
+    def state_after(self, batch_id: int) -> tuple[bytes | None, list[bytes], int | None]:
+        """(snapshot, change files in order, the snapshot's batch) making up the state after
+        `batch_id` (-1: before the first batch)."""
+        snapshots = [b for b in self._batches(SNAPSHOT) if b <= batch_id]
+        base = snapshots[-1] if snapshots else None
+        start = -1 if base is None else base
+        available = set(self._batches(CHANGES))
+        wanted = range(start + 1, batch_id + 1)
+        missing = [b for b in wanted if b not in available]
+        if missing:
+            raise StateFilesError(
+                f"engine state under {self.folder}: change files of batches {missing[:5]} are "
+                f"missing; delete the job's checkpoint to start it afresh"
+            )
+        snapshot = None if base is None else self._read(f"{SNAPSHOT}{base}")
+        return snapshot, [self._read(f"{CHANGES}{b}") for b in wanted], base
