@@ -8,9 +8,10 @@ gives latency = its Kafka timestamp - its triggering transaction's eventTime (bo
 producers on this machine's clock). The first `--warmup` seconds of traffic are discarded.
 
 The rules are sent before the job starts: the job reads rules and transactions aligned on
-Kafka time, and a rules topic that had new data less than 30 s ago (the source's idle timeout)
-holds transactions back at the last rule's time. The run waits that out before the traffic
-starts; the stall it causes is reported (`rules_hold_back_s`).
+Kafka time, and a rules topic that had new data less than `fraud.idle_timeout` ago holds
+transactions back at the last rule's time. The run waits that out before the traffic starts;
+the stall it causes is reported (`rules_hold_back_s`). `--state` picks the engine's home
+(driver: one engine in the sink; spark: transformWithState shards).
 
 Per batch it records Spark's durations (triggerExecution, latestOffset, addBatch, ...), the
 plan's share of addBatch (source read + shuffle + transformWithState, i.e. the sink's
@@ -59,7 +60,6 @@ from spark_jobs.fraud_traffic import TransactionSpec, benchmark_rules, produce_t
 NAME = "fraud_latency"
 JOB = "fraud_rules"
 QS = (50, 95, 99)
-IDLE_TIMEOUT_S = 30.0  # spark_jobs.kafka.source.DEFAULT_IDLE_TIMEOUT_MS: fraud_rules keeps it
 DURATIONS = ("triggerExecution", "latestOffset", "getBatch", "queryPlanning", "walCommit",
              "addBatch", "commitOffsets")
 SLICE_S = 10
@@ -76,6 +76,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--trigger", default="0",
                         help="jobs.trigger (default 0: next batch as soon as one ends)")
     parser.add_argument("--shards", type=int, default=2, help="fraud.shards (default 2)")
+    parser.add_argument("--state", default="driver", choices=("driver", "spark"),
+                        help="fraud.state (default driver)")
     parser.add_argument("--partitions", type=int, default=2,
                         help="spark.sql.shuffle.partitions (default 2, as the session sets)")
     parser.add_argument("--limit", type=int, default=200_000,
@@ -349,7 +351,7 @@ def spark_conf(args: argparse.Namespace) -> dict[str, str]:
 def overrides_of(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "jobs": {"trigger": args.trigger, "max_records_per_trigger": args.limit},
-        "fraud": {"shards": args.shards, "bucket": args.bucket},
+        "fraud": {"shards": args.shards, "bucket": args.bucket, "state": args.state},
         "spark": {"conf": spark_conf(args)},
     }
 
@@ -365,7 +367,7 @@ def run_rate(spark: Any, args: argparse.Namespace, rate: float) -> dict[str, Any
             ready_s = wait_for(lambda: read_rows(jobs) >= len(benchmark_rules()), jobs, 300,
                                "rules read")
             # the rules topic holds transactions back until it has been idle this long
-            time.sleep(IDLE_TIMEOUT_S + 2)
+            time.sleep(settings.fraud.idle_timeout_ms / 1000 + 2)
             traffic = run_traffic(jobs, settings, rate, args.seconds, args.rule_update_at)
             backlog_at_stop = unread(jobs, settings)
             try:

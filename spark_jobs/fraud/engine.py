@@ -24,6 +24,7 @@ horizon is added but never evaluated, so that it cannot alert twice.
 from __future__ import annotations
 
 import functools
+import heapq
 from collections import Counter
 from typing import Any
 
@@ -91,6 +92,10 @@ class FraudEngine:
         self._records: dict[int, tuple[str, int]] = dict(store.get_meta(RULES) or {})
         self._seen_floor: int | None = store.get_meta(SEEN_FLOOR)
         self._next_cleanup: int | None = store.get_meta(NEXT_CLEANUP)
+        # (due watermark, rule_id, key) of every window, oldest first; None until a full
+        # clean-up scan has built it. A long-lived engine then cleans by popping instead of
+        # scanning every window (entries can be stale: each is checked against the store).
+        self._due: list[tuple[int, int, str]] | None = None
         self._refresh_rules()
 
     # -- rules ---------------------------------------------------------------------------
@@ -218,8 +223,12 @@ class FraudEngine:
             # trim as we go, so that cleanup() mostly has idle keys left to visit
             trimmed = state is not None and window.expire(earliest, rule.window_ms)
             if value is not None:
+                first_end = window.first_end() if self._due is not None else None
                 window.add(event_time, value)
-                self._expires_at(entry_end + rule.window_ms + self._retention)
+                due = entry_end + rule.window_ms + self._retention
+                self._expires_at(due)
+                if self._due is not None and (first_end is None or entry_end < first_end):
+                    heapq.heappush(self._due, (due, rule_id, key))
             if alerting:
                 result = window.aggregate(rule.aggregator, event_time, rule.window_ms)
                 if result is not None and compare(rule.operator, result, rule.limit):
@@ -242,6 +251,7 @@ class FraudEngine:
             self.store.put_meta(NEXT_CLEANUP, watermark_ms)
 
     def _cleanup_due(self) -> None:
+        self._due = None  # dues were computed with the old windows: scan again
         self._next_cleanup = DUE
         self.store.put_meta(NEXT_CLEANUP, DUE)
 
@@ -254,22 +264,10 @@ class FraudEngine:
         rules that are gone, and transaction ids older than the widest window."""
         store, retention = self.store, self._retention
         earliest = watermark_ms - retention  # oldest event time still evaluated in full
-        next_cleanup: int | None = None
-        for rule_id, key, state in list(store.windows()):
-            rule = self._rules.get(rule_id)
-            if rule is None:
-                store.delete_window(rule_id, key)
-                continue
-            window = self._load_window(state)
-            if window.expire(earliest, rule.window_ms):
-                if not len(window):
-                    store.delete_window(rule_id, key)
-                    continue
-                store.put_window(rule_id, key, window.state())
-            first_end = window.first_end()
-            assert first_end is not None
-            due = first_end + rule.window_ms + retention
-            next_cleanup = due if next_cleanup is None else min(next_cleanup, due)
+        if self._due is None:
+            next_cleanup = self._scan_windows(earliest)
+        else:
+            next_cleanup = self._pop_due_windows(watermark_ms, earliest)
         floor = self._floor(earliest - self._widest)
         if self._seen_floor is None or floor > self._seen_floor:
             self._seen_floor = floor
@@ -280,6 +278,47 @@ class FraudEngine:
             next_cleanup = due if next_cleanup is None else min(next_cleanup, due)
         self._next_cleanup = next_cleanup
         store.put_meta(NEXT_CLEANUP, next_cleanup)
+
+    def _trimmed(self, rule_id: int, key: str, state: Any, earliest: int) -> int | None:
+        """Expire one stored window; its next due watermark, None when it is gone."""
+        rule = self._rules.get(rule_id)
+        if rule is None:
+            self.store.delete_window(rule_id, key)
+            return None
+        window = self._load_window(state)
+        if window.expire(earliest, rule.window_ms):
+            if not len(window):
+                self.store.delete_window(rule_id, key)
+                return None
+            self.store.put_window(rule_id, key, window.state())
+        first_end = window.first_end()
+        assert first_end is not None
+        return first_end + rule.window_ms + self._retention
+
+    def _scan_windows(self, earliest: int) -> int | None:
+        """Visit every window (a fresh engine, or after a rule change) and index what stays."""
+        due_list: list[tuple[int, int, str]] = []
+        for rule_id, key, state in list(self.store.windows()):
+            due = self._trimmed(rule_id, key, state, earliest)
+            if due is not None:
+                due_list.append((due, rule_id, key))
+        heapq.heapify(due_list)
+        self._due = due_list
+        return due_list[0][0] if due_list else None
+
+    def _pop_due_windows(self, watermark_ms: int, earliest: int) -> int | None:
+        """Visit only the windows whose oldest entry is due."""
+        heap = self._due
+        assert heap is not None
+        while heap and heap[0][0] <= watermark_ms:
+            _, rule_id, key = heapq.heappop(heap)
+            state = self.store.get_window(rule_id, key)
+            if state is None:
+                continue  # deleted since (reset on fire, rule deleted, cleared)
+            due = self._trimmed(rule_id, key, state, earliest)
+            if due is not None:
+                heapq.heappush(heap, (max(due, watermark_ms + 1), rule_id, key))
+        return heap[0][0] if heap else None
 
     def next_cleanup_ms(self, watermark_ms: int) -> int | None:
         """When cleanup should next run, as an event-time timer: the earliest watermark at

@@ -114,3 +114,29 @@ def test_a_missing_change_file_is_an_error_that_says_what_to_do(tmp_path):
     snapshot, changes, base = files.state_after(2)
     assert (snapshot is not None, changes, base) == (True, [], 2)
     assert sorted(p.name for p in (tmp_path / "cp" / "engine").iterdir()) == ["snapshot-2"]
+
+
+def test_a_long_lived_engine_cleans_by_due_time_not_by_scanning():
+    """After the first clean-up (a full scan), windows are visited only when due: idle keys
+    still go, and the clean-up touches far fewer windows than exist."""
+    store = LoggedStore()
+    engine = FraudEngine(store)
+    engine.on_rule(_rule(1, ["transactionId"], "SUM", 1, 10**9), 0)
+    visits = []
+    get_window = store.get_window
+    store.get_window = lambda *a: (visits.append(a), get_window(*a))[1]  # type: ignore[method-assign]
+    watermark, cleanups, timer = 0, 0, None
+    for i in range(3_000):  # a new key every 100 ms of event time, watermark 2 s behind
+        t = i * 100
+        engine.on_transaction(json.dumps({"transactionId": i, "eventTime": t, "payeeId": 1,
+                                          "paymentAmount": 1}), watermark, 0)
+        watermark = t - 2_000
+        if timer is not None and watermark >= timer:  # the clean-up timer fires
+            visits.clear()
+            engine.cleanup(watermark)
+            cleanups += 1
+            if cleanups > 2:  # after the first, building scan
+                assert len(visits) < 40, "only the windows that came due"
+        timer = engine.next_cleanup_ms(watermark)
+    assert cleanups > 100
+    assert store.window_count() <= 10 * 60 + 40, "of 3,000 keys, one minute (+ lateness) left"
