@@ -170,7 +170,8 @@ class FraudAlertsSink:
         if table.num_rows:  # a batch without outputs needs no marker: its replay sends nothing
             rows = _renamed(alerts, "alert").select(FRAUD_ALERTS_SCHEMA.names)
             self.outputs.append(TABLE_FRAUD_ALERTS, rows.cast(FRAUD_ALERTS_SCHEMA), batch_id)
-        self.outputs.maybe_compact(batch_id, (TABLE_FRAUD_ALERTS, TABLE_DEAD_LETTERS))
+        self.outputs.maybe_compact(batch_id, (TABLE_FRAUD_ALERTS, TABLE_DEAD_LETTERS),
+                                   background=True)
 
     def close(self) -> None:
         self.outputs.close()

@@ -10,6 +10,7 @@ than its input.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Sequence
 
 import orjson
@@ -47,6 +48,7 @@ class BatchOutputs:
         self.job = job
         self._producer: Producer | None = None
         self._app_id: str | None = None
+        self._compactor: threading.Thread | None = None
 
     @property
     def app_id(self) -> str:
@@ -113,11 +115,22 @@ class BatchOutputs:
             self.append(raw_table, raw, batch_id)
         self.maybe_compact(batch_id, (raw_table, TABLE_DEAD_LETTERS))
 
-    def maybe_compact(self, batch_id: int, tables: Sequence[str]) -> None:
-        """Compact this job's tables every `jobs.compact_every_batches` batches."""
+    def maybe_compact(self, batch_id: int, tables: Sequence[str], background: bool = False
+                      ) -> None:
+        """Compact this job's tables every `jobs.compact_every_batches` batches; in a
+        background thread when asked (a latency-bound job must not stall a batch for it;
+        its appends retry on the compaction's commit)."""
         every = self.settings.jobs.compact_every_batches
         if batch_id == 0 or batch_id % every:
             return
+        if not background:
+            self._compact(tables)
+        elif self._compactor is None or not self._compactor.is_alive():
+            self._compactor = threading.Thread(target=self._compact, args=(list(tables),),
+                                               name=f"{self.job}-compaction", daemon=True)
+            self._compactor.start()
+
+    def _compact(self, tables: Sequence[str]) -> None:
         for name in tables:
             try:
                 compact(self.table_uri(name))
@@ -125,6 +138,8 @@ class BatchOutputs:
                 log.warning("compaction of %s failed: %s", name, exc)
 
     def close(self) -> None:
+        if self._compactor is not None:
+            self._compactor.join(timeout=120)
         if self._producer is not None:
             self._producer.flush(30)
             self._producer = None

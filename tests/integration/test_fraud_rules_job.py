@@ -145,7 +145,8 @@ def test_a_killed_job_resumes_without_duplicate_alerts(own_broker, make_settings
     from spark_jobs.kafka.admin import ensure_topics
 
     settings = make_settings(own_broker, jobs={"trigger": "200ms",
-                                               "max_records_per_trigger": 300},
+                                               "max_records_per_trigger": 300,
+                                               "compact_every_batches": 2},  # in the background
                              fraud={"state": state, "snapshot_every": 3})
     kafka = settings.kafka
     ensure_topics(kafka, JOBS["fraud_rules"].topics, kafka.partitions)
@@ -157,7 +158,7 @@ def test_a_killed_job_resumes_without_duplicate_alerts(own_broker, make_settings
     environ = {**os.environ, "TIDELINE_LAKE__ROOT": settings.lake.root,
                "TIDELINE_KAFKA__BOOTSTRAP": own_broker, "TIDELINE_JOBS__TRIGGER": "200ms",
                "TIDELINE_JOBS__MAX_RECORDS_PER_TRIGGER": "300", "TIDELINE_FRAUD__STATE": state,
-               "TIDELINE_FRAUD__SNAPSHOT_EVERY": "3"}
+               "TIDELINE_FRAUD__SNAPSHOT_EVERY": "3", "TIDELINE_JOBS__COMPACT_EVERY_BATCHES": "2"}
     environ.pop("TIDELINE_CONFIG", None)
     job = subprocess.Popen([sys.executable, "-m", "spark_jobs.cli", "job", "run", "fraud_rules"],
                            env=environ, start_new_session=True, stdout=subprocess.DEVNULL,
