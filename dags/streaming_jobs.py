@@ -1,11 +1,13 @@
 """Deploy and watch the streaming jobs, every minute.
 
-One task per job (`watch_<job>`) makes sure the job runs: it starts it with spark-submit when
-it is not running, restarts it from its checkpoint when it died, judges its health from the
-progress it reports and its Kafka lag, and raises an alert when it is down, lagging, stale,
-or restarting in a loop (`spark_jobs.monitor.watch_job`). Its status is the task's XCom
-result and one line in its log. The `summary` task logs a table of every job and fails when
-a job is down, so a red run in the grid means a job needs a person.
+The jobs are those of `monitor.jobs` (default: filter_events, filter_activations,
+experiment_metrics; fraud_rules and training_samples can be added). One task per job
+(`watch_<job>`) makes sure the job runs: it starts it with spark-submit when it is not running,
+restarts it from its checkpoint when it died, judges its health from the progress it reports
+and its Kafka lag, and raises an alert when it is down, lagging, stale, or restarting in a
+loop (`spark_jobs.monitor.watch_job`). Its status is the task's XCom result and one line in
+its log. The `summary` task logs a table of every job and fails when a job is down, so a red
+run in the grid means a job needs a person.
 """
 
 from __future__ import annotations
@@ -15,8 +17,11 @@ from typing import Any
 
 from airflow.sdk import TriggerRule, dag, task
 
-from spark_jobs.monitor.inputs import JOB_NAMES
+from spark_jobs.config import load_settings
+from spark_jobs.monitor.inputs import deployed_jobs
 from spark_jobs.orchestration.runs import EPOCH, run_url
+
+JOBS = deployed_jobs(load_settings())
 
 WATCH_TASK_PREFIX = "watch_"
 
@@ -35,7 +40,6 @@ def streaming_jobs() -> None:
     @task
     def watch(job: str, **context: Any) -> dict[str, Any]:
         """One supervision pass over the job; its status dict is the XCom result."""
-        from spark_jobs.config import load_settings
         from spark_jobs.monitor.summary import describe
         from spark_jobs.monitor.watch import watch_job
 
@@ -50,10 +54,10 @@ def streaming_jobs() -> None:
         from spark_jobs.monitor.summary import render_summary
 
         ti = context["ti"]
-        pulled = [ti.xcom_pull(task_ids=f"{WATCH_TASK_PREFIX}{job}") for job in JOB_NAMES]
+        pulled = [ti.xcom_pull(task_ids=f"{WATCH_TASK_PREFIX}{job}") for job in JOBS]
         statuses = [s for s in pulled if s]
         print(render_summary(statuses))
-        unwatched = [job for job, s in zip(JOB_NAMES, pulled, strict=True) if not s]
+        unwatched = [job for job, s in zip(JOBS, pulled, strict=True) if not s]
         down = [s["job"] for s in statuses if s["state"] == "down"]
         if unwatched or down:
             raise RuntimeError(
@@ -61,7 +65,7 @@ def streaming_jobs() -> None:
                 f"not watched (task failed): {', '.join(unwatched) or 'none'}"
             )
 
-    watches = [watch.override(task_id=f"{WATCH_TASK_PREFIX}{job}")(job) for job in JOB_NAMES]
+    watches = [watch.override(task_id=f"{WATCH_TASK_PREFIX}{job}")(job) for job in JOBS]
     watches >> summary()
 
 

@@ -156,17 +156,19 @@ def cmd_samples_shadow(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _streaming_jobs(names: Sequence[str]) -> list[str]:
-    """The named streaming jobs (checked), or all of them when none is named."""
-    from spark_jobs.monitor.inputs import JOB_NAMES, check_job
+def _streaming_jobs(names: Sequence[str], settings: Settings) -> list[str]:
+    """The named streaming jobs (checked), or the deployed ones (`monitor.jobs`) when none is
+    named."""
+    from spark_jobs.monitor.inputs import check_job, deployed_jobs
 
-    return [check_job(name) for name in names] or list(JOB_NAMES)
+    return [check_job(name) for name in names] or list(deployed_jobs(settings))
 
 
 def cmd_jobs_status(args: argparse.Namespace, settings: Settings) -> int:
     from spark_jobs.monitor import job_status, render_summary
 
-    print(render_summary([job_status(settings, job) for job in _streaming_jobs(args.names)]))
+    jobs = _streaming_jobs(args.names, settings)
+    print(render_summary([job_status(settings, job) for job in jobs]))
     return 0
 
 
@@ -174,7 +176,7 @@ def cmd_jobs_start(args: argparse.Namespace, settings: Settings) -> int:
     from spark_jobs.monitor.restarts import clear_restarts
     from spark_jobs.monitor.supervisor import JobAlreadyRunningError, launch_job
 
-    for job in _streaming_jobs(args.names):
+    for job in _streaming_jobs(args.names, settings):
         try:
             record = launch_job(settings, job)
         except JobAlreadyRunningError as exc:
@@ -188,7 +190,7 @@ def cmd_jobs_start(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_jobs_stop(args: argparse.Namespace, settings: Settings) -> int:
     from spark_jobs.monitor.supervisor import stop_jobs
 
-    jobs = _streaming_jobs(args.names)
+    jobs = _streaming_jobs(args.names, settings)
     stopped = stop_jobs(settings, jobs)
     for job in jobs:
         print(f"{job}: {'stopped' if job in stopped else 'was not running'}")
@@ -198,7 +200,7 @@ def cmd_jobs_stop(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_jobs_watch(args: argparse.Namespace, settings: Settings) -> int:
     from spark_jobs.monitor import render_summary, watch_job
 
-    statuses = [watch_job(settings, job) for job in _streaming_jobs(args.names)]
+    statuses = [watch_job(settings, job) for job in _streaming_jobs(args.names, settings)]
     print(render_summary(statuses))
     return 0 if all(status["healthy"] for status in statuses) else 1
 

@@ -56,6 +56,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "restart_limit": 3,
         "restart_window": "30m",
         "stop_timeout": "60s",
+        "jobs": ["filter_events", "filter_activations", "experiment_metrics"],
     },
     "stats": {
         "alpha": 0.05,
@@ -183,6 +184,7 @@ class MonitorSettings:
     restart_limit: int
     restart_window_ms: int
     stop_timeout_ms: int
+    jobs: tuple[str, ...] = ("filter_events", "filter_activations", "experiment_metrics")
 
 
 @dataclass(frozen=True)
@@ -446,6 +448,22 @@ def _rate(tree: Mapping[str, Any], section: str, key: str) -> float:
     return float(value)
 
 
+STREAMING_JOBS = (
+    "filter_events", "filter_activations", "experiment_metrics", "fraud_rules", "training_samples",
+)
+
+
+def _monitored_jobs(tree: Mapping[str, Any]) -> tuple[str, ...]:
+    jobs = _string_list(tree, "monitor", "jobs")
+    unknown = [j for j in jobs if j not in STREAMING_JOBS]
+    if unknown or len(set(jobs)) != len(jobs):
+        raise ConfigError(
+            f"monitor.jobs must name distinct streaming jobs among {', '.join(STREAMING_JOBS)}, "
+            f"got {list(jobs)!r}"
+        )
+    return tuple(j for j in STREAMING_JOBS if j in jobs)  # pipeline order
+
+
 def _airflow(tree: Mapping[str, Any]) -> AirflowSettings:
     host = str(tree["airflow"]["host"])
     port = _positive_int(tree, "airflow", "port")
@@ -564,6 +582,7 @@ def build_settings(tree: Mapping[str, Any]) -> Settings:
             restart_limit=_positive_int(tree, "monitor", "restart_limit"),
             restart_window_ms=_duration(tree, "monitor", "restart_window", 1),
             stop_timeout_ms=_duration(tree, "monitor", "stop_timeout", 1),
+            jobs=_monitored_jobs(tree),
         ),
         maintenance=MaintenanceSettings(
             vacuum_retention_ms=_duration(tree, "maintenance", "vacuum_retention"),

@@ -16,7 +16,7 @@ from typing import Any
 from spark_jobs.config import Settings
 from spark_jobs.monitor.alerting import send_job_alerts
 from spark_jobs.monitor.health import DOWN, JobHealth, Problem, RunFacts, assess_health
-from spark_jobs.monitor.inputs import JOB_INPUT_TOPICS, JOB_NAMES, check_job
+from spark_jobs.monitor.inputs import JOB_INPUT_TOPICS, check_job, deployed_jobs
 from spark_jobs.monitor.lag import topic_end_offsets
 from spark_jobs.monitor.pidfile import RunRecord, read_record
 from spark_jobs.monitor.reports import last_batch_report, latest_report
@@ -157,10 +157,10 @@ def watch_job(settings: Settings, job: str, run_url: str | None = None) -> dict[
 
 
 def watch_all_jobs(settings: Settings, run_url: str | None = None) -> list[dict[str, Any]]:
-    """`watch_job` for every streaming job, in pipeline order."""
-    return [watch_job(settings, job, run_url) for job in JOB_NAMES]
+    """`watch_job` for every deployed streaming job (`monitor.jobs`), in pipeline order."""
+    return [watch_job(settings, job, run_url) for job in deployed_jobs(settings)]
 
 
 def all_job_statuses(settings: Settings) -> list[dict[str, Any]]:
-    """`job_status` for every streaming job, in pipeline order."""
-    return [job_status(settings, job) for job in JOB_NAMES]
+    """`job_status` for every deployed streaming job, in pipeline order."""
+    return [job_status(settings, job) for job in deployed_jobs(settings)]

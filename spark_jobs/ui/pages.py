@@ -37,11 +37,10 @@ def _latest(settings: Settings, name: str, order_by: str, limit: int) -> pa.Tabl
 
 def jobs_page(settings: Settings) -> str:
     """The monitor's view of every streaming job (read-only: starts and alerts nothing)."""
-    from spark_jobs.monitor.inputs import JOB_NAMES
     from spark_jobs.monitor.summary import render_summary
-    from spark_jobs.monitor.watch import job_status
+    from spark_jobs.monitor.watch import all_job_statuses
 
-    statuses = [job_status(settings, job) for job in JOB_NAMES]
+    statuses = all_job_statuses(settings)
     problems = [
         f"<li><b>{escape(s['job'])}</b> {escape(p['kind'])}: {escape(p['message'])}</li>"
         for s in statuses

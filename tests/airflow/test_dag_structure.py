@@ -97,5 +97,5 @@ def test_a_config_error_is_a_clear_dag_import_error(cli_airflow, tmp_path):
     env = {**cli_airflow.env, "TIDELINE_CONFIG": str(broken)}
     errors = describe_dags(env, tmp_path / "dags.json")["import_errors"]
     assert sorted(path.rsplit("/", 1)[-1] for path in errors) == [
-        "daily_validation.py", "training_samples_shadow.py"]
+        "daily_validation.py", "streaming_jobs.py", "training_samples_shadow.py"]
     assert all("experiments.window: 15 has no unit" in e for e in errors.values())

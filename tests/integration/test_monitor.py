@@ -223,3 +223,29 @@ def test_jobs_status_and_stop_on_the_command_line(make_settings, monkeypatch, ca
     assert main(["jobs", "stop", JOB]) == 0
     assert capsys.readouterr().out.strip() == f"{JOB}: was not running"
     assert main(["jobs", "start", "no_such_job"]) == 2
+    monkeypatch.setenv("TIDELINE_MONITOR__JOBS", "[experiment_metrics, training_samples]")
+    assert main(["jobs", "status"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in table[1:]] == ["experiment_metrics", "training_samples"]
+
+
+def test_the_monitor_deploys_the_other_systems_jobs_when_configured(own_broker, make_settings):
+    """monitor.jobs adds training_samples: the watch starts it with spark-submit, it reports
+    progress and lag, and stop_all_jobs stops it cleanly."""
+    settings = make_settings(own_broker, monitor={"jobs": ["training_samples"]})
+    sessions: list[int] = []
+    try:
+        from spark_jobs.monitor.watch import watch_all_jobs
+
+        first = watch_all_jobs(settings, RUN_URL)
+        assert [(s["job"], s["state"]) for s in first] == [("training_samples", "started")]
+        sessions.append(first[0]["pid"])
+        _wait(lambda: (latest_report(settings, "training_samples") or {}).get("status")
+              in ("running", "idle"), 150, "a progress report", settings)
+        again = watch_job(settings, "training_samples", RUN_URL)
+        assert (again["state"], again["lag"]) == ("running", 0), again
+        assert stop_all_jobs(settings) == ["training_samples"]
+        assert not any(_live(session) for session in sessions)
+    finally:
+        stop_all_jobs(settings)
+        _kill_sessions(sessions)

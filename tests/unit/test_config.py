@@ -445,3 +445,13 @@ def test_samples_defaults_follow_the_contract():
 def test_wrong_samples_values_say_what_to_fix(values, message):
     with pytest.raises(ConfigError, match=message):
         load_settings(environ={}, overrides={"samples": values})
+
+
+def test_monitor_jobs_default_to_the_experiment_pipeline_and_are_checked():
+    assert load_settings(environ={}).monitor.jobs == (
+        "filter_events", "filter_activations", "experiment_metrics")
+    chosen = load_settings(environ={"TIDELINE_MONITOR__JOBS": "[training_samples, fraud_rules]"})
+    assert chosen.monitor.jobs == ("fraud_rules", "training_samples"), "pipeline order"
+    for wrong in (["nope"], ["fraud_rules", "fraud_rules"], []):
+        with pytest.raises(ConfigError, match=r"monitor\.jobs"):
+            load_settings(environ={}, overrides={"monitor": {"jobs": wrong}})

@@ -310,10 +310,10 @@ def test_stat_fields_are_counted_from_the_last_parenthesis():
 
 
 def test_the_monitor_knows_every_job_of_the_runner():
+    from spark_jobs.config import STREAMING_JOBS
     from spark_jobs.jobs.runner import JOBS
 
-    # the experiment pipeline's jobs; fraud_rules and training_samples run on their own
-    assert set(JOB_INPUT_TOPICS) == set(JOBS) - {"fraud_rules", "training_samples"}
+    assert set(JOB_INPUT_TOPICS) == set(JOBS) == set(STREAMING_JOBS)
     assert check_job("filter_events") == "filter_events"
     with pytest.raises(UnknownStreamingJobError, match="known: filter_events"):
         check_job("nope")
