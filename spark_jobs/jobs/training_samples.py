@@ -43,43 +43,11 @@ from spark_jobs.operators.sample_join import (
     output_schema,
 )
 from spark_jobs.samples.joiner import JoinParameters
+from spark_jobs.samples.tables import ORPHAN_SCHEMA, sample_schema
 
 NAME = "training_samples"
 SAMPLE_FIELDS = ("sample_id", "view_id", "user_id", "post_id", "ts", "context", "labels")
 METRICS = "training_samples"  # name of the observed metrics in the query progress
-ORPHAN_SCHEMA = pa.schema(
-    [
-        pa.field("user_id", pa.int64()),
-        pa.field("post_id", pa.int64()),
-        pa.field("view_id", pa.string()),
-        pa.field("signal", pa.string()),
-        pa.field("ts", pa.int64()),
-        pa.field("reason", pa.string()),
-        pa.field("raw_value", pa.string()),
-        pa.field("topic", pa.string()),
-        pa.field("partition", pa.int32()),
-        pa.field("offset", pa.int64()),
-        pa.field("kafka_timestamp", pa.int64()),
-    ]
-)
-
-
-def sample_schema(signals: tuple[str, ...]) -> pa.Schema:
-    """The `training_samples` table: the contract's sample fields, labels in config order."""
-    labels = pa.struct([pa.field(s, pa.int32(), nullable=False) for s in signals])
-    return pa.schema(
-        [
-            pa.field("sample_id", pa.string(), nullable=False),
-            pa.field("view_id", pa.string()),
-            pa.field("user_id", pa.int64()),
-            pa.field("post_id", pa.int64()),
-            pa.field("ts", pa.int64()),
-            pa.field("context", pa.string()),
-            pa.field("labels", labels),
-        ]
-    )
-
-
 def join_parameters(settings: Settings) -> JoinParameters:
     return JoinParameters(settings.samples.window_ms, settings.samples.signals)
 

@@ -95,16 +95,26 @@ def append_once(
     return with_commit_retries(write)
 
 
-def last_per_key(data: pa.Table, keys: Sequence[str]) -> pa.Table:
-    """Keep the last row of each key (in batch order): MERGE rejects duplicate sources."""
+def _one_per_key(data: pa.Table, keys: Sequence[str], pick: str) -> pa.Table:
+    """One row per key, the first ("min") or last ("max") in batch order, order kept."""
     if data.num_rows <= 1:
         return data
     numbered = data.append_column(_ROW, pa.array(range(data.num_rows), pa.int64()))
-    last = numbered.group_by(list(keys), use_threads=False).aggregate([(_ROW, "max")])
-    if last.num_rows == data.num_rows:
+    chosen = numbered.group_by(list(keys), use_threads=False).aggregate([(_ROW, pick)])
+    if chosen.num_rows == data.num_rows:
         return data
-    keep = last[f"{_ROW}_max"]
+    keep = chosen[f"{_ROW}_{pick}"]
     return data.take(pc.take(keep, pc.sort_indices(keep)))
+
+
+def last_per_key(data: pa.Table, keys: Sequence[str]) -> pa.Table:
+    """Keep the last row of each key (in batch order): MERGE rejects duplicate sources."""
+    return _one_per_key(data, keys, "max")
+
+
+def first_per_key(data: pa.Table, keys: Sequence[str]) -> pa.Table:
+    """Keep the first row of each key (in batch order): the first arrival wins."""
+    return _one_per_key(data, keys, "min")
 
 
 def _quoted(name: str) -> str:
@@ -132,18 +142,6 @@ def merge_once(
         return True
 
     return with_commit_retries(write)
-
-
-def first_per_key(data: pa.Table, keys: Sequence[str]) -> pa.Table:
-    """Keep the first row of each key (in batch order): the first arrival wins."""
-    if data.num_rows <= 1:
-        return data
-    numbered = data.append_column(_ROW, pa.array(range(data.num_rows), pa.int64()))
-    first = numbered.group_by(list(keys), use_threads=False).aggregate([(_ROW, "min")])
-    if first.num_rows == data.num_rows:
-        return data
-    keep = first[f"{_ROW}_min"]
-    return data.take(pc.take(keep, pc.sort_indices(keep)))
 
 
 def insert_new_once(

@@ -16,6 +16,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from spark_jobs.samples.tables import sample_schema
+
 SCALAR_FIELDS = ("view_id", "user_id", "post_id", "ts", "context")
 MISSING_IN_STREAMING = "missing_in_streaming"
 EXTRA_IN_STREAMING = "extra_in_streaming"
@@ -24,22 +26,6 @@ DEFAULT_EXAMPLES = 20
 _STRINGS = (pa.string(), pa.large_string(), pa.string_view())
 
 Rows = pa.Table | Iterable[Mapping[str, Any]]
-
-
-def sample_schema(signals: Sequence[str]) -> pa.Schema:
-    """The contract's sample schema; labels hold one int32 per signal in config order."""
-    labels = pa.struct([pa.field(signal, pa.int32()) for signal in signals])
-    return pa.schema(
-        [
-            pa.field("sample_id", pa.string()),
-            pa.field("view_id", pa.string()),
-            pa.field("user_id", pa.int64()),
-            pa.field("post_id", pa.int64()),
-            pa.field("ts", pa.int64()),
-            pa.field("context", pa.string()),
-            pa.field("labels", labels),
-        ]
-    )
 
 
 def _type_text(kind: pa.DataType) -> str:

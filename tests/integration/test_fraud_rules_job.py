@@ -4,6 +4,7 @@ update mid-stream, rules surviving a restart, invalid input on the side topics, 
 from __future__ import annotations
 
 import pytest
+from helpers.jobs import kill_mid_stream
 from helpers.topics import read_values, send
 
 from spark_jobs.contracts import (
@@ -133,14 +134,7 @@ def reference_alerts(rules: list[tuple[int, dict]], transactions: list[tuple[int
 
 @pytest.mark.parametrize("state", ["driver", "spark"])
 def test_a_killed_job_resumes_without_duplicate_alerts(own_broker, make_settings, run_now,
-                                                       state):
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-
-    from spark_jobs.jobs.progress import read_progress
+                                                       state, tmp_path):
     from spark_jobs.jobs.runner import JOBS
     from spark_jobs.kafka.admin import ensure_topics
 
@@ -155,23 +149,7 @@ def test_a_killed_job_resumes_without_duplicate_alerts(own_broker, make_settings
     before, after = traffic(1, 1500, 1.0), traffic(1501, 500, 200.0)
     send(kafka, TOPIC_TRANSACTIONS, before)
 
-    environ = {**os.environ, "TIDELINE_LAKE__ROOT": settings.lake.root,
-               "TIDELINE_KAFKA__BOOTSTRAP": own_broker, "TIDELINE_JOBS__TRIGGER": "200ms",
-               "TIDELINE_JOBS__MAX_RECORDS_PER_TRIGGER": "300", "TIDELINE_FRAUD__STATE": state,
-               "TIDELINE_FRAUD__SNAPSHOT_EVERY": "3", "TIDELINE_JOBS__COMPACT_EVERY_BATCHES": "2"}
-    environ.pop("TIDELINE_CONFIG", None)
-    job = subprocess.Popen([sys.executable, "-m", "spark_jobs.cli", "job", "run", "fraud_rules"],
-                           env=environ, start_new_session=True, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 180
-        while (read_progress(settings, "fraud_rules") or {}).get("batchId", -1) < 2:
-            assert job.poll() is None, "the job died"
-            assert time.monotonic() < deadline, "the job made no progress"
-            time.sleep(0.2)
-    finally:
-        os.killpg(job.pid, signal.SIGKILL)  # mid-stream, wherever it is
-        job.wait(30)
+    kill_mid_stream(settings, "fraud_rules", 2, tmp_path)
     send(kafka, TOPIC_TRANSACTIONS, after)
     run_now(settings, "fraud_rules")  # resumes from the checkpoint
 

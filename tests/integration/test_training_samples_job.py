@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from helpers.jobs import kill_mid_stream
 from helpers.topics import send
 
 from spark_jobs.contracts import (
@@ -112,22 +113,16 @@ def test_samples_orphans_dead_letters_and_the_topic(own_broker, make_settings, r
 
 
 def test_shuffled_traffic_killed_job_equals_the_batch_recomputation(
-        own_broker, make_settings, run_now, spark):
+        own_broker, make_settings, run_now, spark, tmp_path):
     """Generated traffic (either side first, disorder below the lateness) through a job that
     is SIGKILLed mid-stream and resumed: every view yields exactly one sample, equal to the
     independent batch recomputation; a corrupted table fails the shadow check with an alert."""
     import datetime
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
 
     import pytest
     from deltalake import DeltaTable
 
     from spark_jobs.contracts import TABLE_ALERTS, TABLE_VALIDATION_RESULTS
-    from spark_jobs.jobs.progress import read_progress
     from spark_jobs.jobs.runner import JOBS
     from spark_jobs.kafka.admin import ensure_topics
     from spark_jobs.kafka.producer import make_producer, produce_all
@@ -156,24 +151,7 @@ def test_shuffled_traffic_killed_job_equals_the_batch_recomputation(
         producer.flush(30)
 
     produce(records[: len(records) * 2 // 3])
-    environ = {**os.environ, "TIDELINE_LAKE__ROOT": settings.lake.root,
-               "TIDELINE_KAFKA__BOOTSTRAP": own_broker, "TIDELINE_JOBS__TRIGGER": "200ms",
-               "TIDELINE_JOBS__MAX_RECORDS_PER_TRIGGER": "400",
-               "TIDELINE_SAMPLES__WINDOW": "20s", "TIDELINE_SAMPLES__LATENESS": "5s"}
-    environ.pop("TIDELINE_CONFIG", None)
-    job = subprocess.Popen(
-        [sys.executable, "-m", "spark_jobs.cli", "job", "run", "training_samples"],
-        env=environ, start_new_session=True, stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 180
-        while (read_progress(settings, "training_samples") or {}).get("batchId", -1) < 3:
-            assert job.poll() is None, "the job died"
-            assert time.monotonic() < deadline, "the job made no progress"
-            time.sleep(0.2)
-    finally:
-        os.killpg(job.pid, signal.SIGKILL)  # mid-stream, wherever it is
-        job.wait(30)
+    kill_mid_stream(settings, "training_samples", 3, tmp_path)
     assert read_arrow(settings.lake.table(TABLE_TRAINING_SAMPLES)).num_rows > 0, \
         "killed after some samples were out"
     produce(records[len(records) * 2 // 3:] + clock)
