@@ -96,7 +96,10 @@ class FraudDriverSink(FraudAlertsSink):
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         table = batch.toArrow()
-        if self.outputs.committed(TABLE_FRAUD_ALERTS, batch_id):
+        # Only the first batch of a process can be a replay (a failed batch ends the query),
+        # so the table's log is read for it alone, not on every batch of the hot path.
+        continuing = self._applied == batch_id - 1 and self._engine is not None
+        if not continuing and self.outputs.committed(TABLE_FRAUD_ALERTS, batch_id):
             self._state_after(batch_id)  # its change file was written before that commit
             return
         engine = self._state_after(batch_id - 1)
