@@ -151,6 +151,59 @@ def beginning_offsets(
         consumer.close()
 
 
+FRESH_FETCH_TIMEOUT_S = 2.0
+
+
+def planning_consumer(kafka: KafkaSettings) -> Consumer:
+    """A consumer a streaming source keeps for its planning (end offsets, event-time probes):
+    creating and closing one per call costs 5-60 ms each, several times per micro-batch."""
+    # librdkafka otherwise backs off a whole second once its small queue holds one batch
+    return offsets_consumer(kafka, **{"fetch.queue.backoff.ms": 1, "fetch.error.backoff.ms": 10})
+
+
+def end_offsets_with(
+    consumer: Consumer, kafka: KafkaSettings, topic: str, timeout_s: float = REQUEST_TIMEOUT_S
+) -> dict[int, int]:
+    """`end_offsets` on a long-lived consumer. Its cached high watermark may come from an
+    older fetch, so a fresh one is proven by receiving, after this assign, the record at the
+    listed end - 1 (ListOffsets' lower bound: on Tansu the newest batch's base offset + 1).
+    Without that proof within FRESH_FETCH_TIMEOUT_S the listed end is used: a lower bound,
+    so the batch reads less, never something that is not there."""
+    partitions = _existing_partitions(consumer, kafka, topic, timeout_s)
+    listed = _watermarks(consumer, topic, partitions, timeout_s)
+    result = {p: high for p, (low, high) in listed.items()}
+    pending = {p: high for p, (low, high) in listed.items() if high > low}
+    if not pending:
+        return result
+    consumer.assign([TopicPartition(topic, p, high - 1) for p, high in pending.items()])
+    deadline = time.monotonic() + FRESH_FETCH_TIMEOUT_S
+    try:
+        while pending and time.monotonic() < deadline:
+            message = consumer.poll(0.002)
+            if message is None:
+                continue
+            if message.error() is not None:
+                if message.error().fatal():
+                    raise KafkaException(message.error())
+                continue
+            p = message.partition()
+            if message.topic() == topic and p in pending and message.offset() >= pending[p] - 1:
+                _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), cached=True)
+                result[p] = max(high, result[p])
+                del pending[p]
+    finally:
+        consumer.unassign()
+    return result
+
+
+def beginning_offsets_with(
+    consumer: Consumer, kafka: KafkaSettings, topic: str, timeout_s: float = REQUEST_TIMEOUT_S
+) -> dict[int, int]:
+    """`beginning_offsets` on a long-lived consumer."""
+    partitions = _existing_partitions(consumer, kafka, topic, timeout_s)
+    return {p: low for p, (low, _) in _watermarks(consumer, topic, partitions, timeout_s).items()}
+
+
 def end_offsets(
     kafka: KafkaSettings, topic: str, timeout_s: float = REQUEST_TIMEOUT_S
 ) -> dict[int, int]:

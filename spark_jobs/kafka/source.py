@@ -55,7 +55,11 @@ from spark_jobs.domain.records import (
     RecordError,
     RecordSpec,
 )
-from spark_jobs.kafka.admin import beginning_offsets, end_offsets
+from spark_jobs.kafka.admin import (
+    beginning_offsets_with,
+    end_offsets_with,
+    planning_consumer,
+)
 from spark_jobs.kafka.client import client_config
 from spark_jobs.kafka.event_time_split import align_on_event_time
 from spark_jobs.kafka.timestamps import RecordProbe
@@ -343,6 +347,22 @@ class TidelineKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailable
         self._target: dict[str, int] | None = None
         self._latest: dict[str, int] | None = None
         self._last_new: dict[str, float] = {}  # monotonic time a topic last had new data
+        self._planner: Consumer | None = None  # kept for the query's life (see admin)
+
+    def _planning_consumer(self) -> Consumer:
+        if self._planner is None:
+            self._planner = planning_consumer(self.options.kafka)
+        return self._planner
+
+    def __getstate__(self) -> dict[str, object]:
+        """A copy sent to the executors (for `read`) takes no planning consumer along."""
+        return {**self.__dict__, "_planner": None}
+
+    def stop(self) -> None:
+        """The query stopped: release the planning consumer."""
+        if self._planner is not None:
+            self._planner.close()
+            self._planner = None
 
     # -- planning (driver) ---------------------------------------------------------------
 
@@ -350,7 +370,8 @@ class TidelineKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailable
         ends = {
             self.options.key(topic, p): n
             for topic in self.options.topics
-            for p, n in end_offsets(self.options.kafka, topic).items()
+            for p, n in end_offsets_with(self._planning_consumer(), self.options.kafka,
+                                         topic).items()
         }
         self._latest = ends
         return ends
@@ -359,7 +380,8 @@ class TidelineKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailable
         return {
             self.options.key(topic, p): n
             for topic in self.options.topics
-            for p, n in beginning_offsets(self.options.kafka, topic).items()
+            for p, n in beginning_offsets_with(self._planning_consumer(), self.options.kafka,
+                                               topic).items()
         }
 
     def _sorted(self, offsets: Mapping[str, int]) -> dict[str, int]:
@@ -424,7 +446,8 @@ class TidelineKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailable
             for topic in self.options.topics
             for spec in [self.options.spec_of(topic)]
         }
-        with RecordProbe(self.options.kafka, self.options.split_key, fields) as probe:
+        with RecordProbe(self.options.kafka, self.options.split_key, fields,
+                         self._planning_consumer()) as probe:
             return align_on_event_time(
                 begin, planned, probe.event_times, topic_of, exhausted, first
             )

@@ -11,16 +11,17 @@ from collections.abc import Callable, Mapping
 from types import TracebackType
 
 import orjson
-from confluent_kafka import Message, TopicPartition
+from confluent_kafka import Consumer, Message, TopicPartition
 
 from spark_jobs.config import KafkaSettings
-from spark_jobs.kafka.admin import offsets_consumer
+from spark_jobs.kafka.admin import planning_consumer
 
 PROBE_TIMEOUT_S = 10.0
 
 
 class RecordProbe:
-    """One short-lived consumer that fetches single records by offset.
+    """A consumer that fetches single records by offset: the caller's long-lived one, or a
+    short-lived one of its own (closed on exit).
 
     Offsets are keyed by the source's partition keys; `split_key` maps a key to (topic,
     partition) and `fields` names the event-time field of each topic (None: Kafka time).
@@ -28,14 +29,12 @@ class RecordProbe:
 
     def __init__(
         self, kafka: KafkaSettings, split_key: Callable[[str], tuple[str, int]],
-        fields: Mapping[str, str | None],
+        fields: Mapping[str, str | None], consumer: Consumer | None = None,
     ) -> None:
         self.split_key = split_key
         self.fields = dict(fields)
-        # librdkafka otherwise backs off a whole second once its small queue holds one batch
-        self.consumer = offsets_consumer(
-            kafka, **{"fetch.queue.backoff.ms": 1, "fetch.error.backoff.ms": 10}
-        )
+        self._owned = consumer is None
+        self.consumer = consumer if consumer is not None else planning_consumer(kafka)
 
     def __enter__(self) -> RecordProbe:
         return self
@@ -44,7 +43,8 @@ class RecordProbe:
         self, kind: type[BaseException] | None, error: BaseException | None,
         trace: TracebackType | None,
     ) -> None:
-        self.consumer.close()
+        if self._owned:
+            self.consumer.close()
 
     def _event_time(self, message: Message) -> int:
         field = self.fields.get(message.topic())
