@@ -102,9 +102,21 @@ def _reap(pid: int) -> None:
 
 
 def is_alive(record: RunRecord) -> bool:
-    """True when the record's process still runs (and is that process, not a pid reuse)."""
+    """True when the record's process still runs (and is that process, not a pid reuse).
+
+    While a process execs (spark-submit's scripts exec one another, then java), /proc shows
+    an empty command line for a moment; that reads as "not our job", so it is read again."""
     _reap(record.pid)
-    return identifies(record, read_process(record.pid))
+    process = read_process(record.pid)
+    deadline = time.monotonic() + EXEC_SETTLE_S
+    while (process is not None and process.alive and not process.cmdline
+           and time.monotonic() < deadline):
+        time.sleep(0.01)
+        process = read_process(record.pid)
+    return identifies(record, process)
+
+
+EXEC_SETTLE_S = 1.0
 
 
 def running_record(settings: Settings, job: str) -> RunRecord | None:

@@ -359,3 +359,21 @@ def test_the_summary_is_an_aligned_table_and_the_log_line_says_what_happened():
     assert "healthy" in describe(statuses[0])
     assert [age_text(ms) for ms in (None, 999, 65_000, 7_260_000)] == ["-", "0s", "1m05s",
                                                                         "2h01m"]
+
+
+def test_a_process_between_two_execs_is_read_again_not_taken_for_dead(monkeypatch):
+    """spark-submit's scripts exec one another: /proc shows an empty command line for a
+    moment, which alone must not make a running job look dead (and be started twice)."""
+    from spark_jobs.monitor import supervisor
+    from spark_jobs.monitor.procfs import ProcessInfo
+
+    record = supervisor.RunRecord("filter_events", 42, 7, NOW, ("spark-submit",),
+                                  supervisor.job_signature("filter_events"), "log")
+    views = iter([ProcessInfo(42, "R", 1, 42, 42, 7, ()),
+                  ProcessInfo(42, "R", 1, 42, 42, 7, ("java", *record.signature))])
+    monkeypatch.setattr(supervisor, "read_process", lambda pid: next(views))
+    monkeypatch.setattr(supervisor, "_reap", lambda pid: None)
+    assert supervisor.is_alive(record)
+    gone = iter([ProcessInfo(42, "R", 1, 42, 42, 7, ()), None])
+    monkeypatch.setattr(supervisor, "read_process", lambda pid: next(gone))
+    assert not supervisor.is_alive(record)
