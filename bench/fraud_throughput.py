@@ -3,9 +3,10 @@
 Two parts over the same generated traffic (spark_jobs.fraud_traffic, ten benchmark rules,
 event time advancing at `--event-rate` transactions per second, Kafka time = event time):
 
-1. The job: the transactions are pre-loaded into a fresh broker, the job runs with an
-   available-now trigger until it has read them all, and the run reports transactions/s end to
-   end (query start to end, first batch included) and within batches, where batch time goes,
+1. The job (`fraud.state: spark`, the sharded path): the transactions are pre-loaded into a
+   fresh broker, the job runs with an available-now trigger until it has read them all, and
+   the run reports transactions/s end to end (query start to end, first batch included) and
+   within batches, where batch time goes,
    the RocksDB state (rows, bytes) at the end, and the stored windows read back with Spark's
    state data source (bytes per (rule, key) as the job stores them). One run per
    `--configs` entry `<bucket>:<shards>` (bucket 0 = exact).
@@ -224,7 +225,8 @@ def run_job(spark: Any, args: argparse.Namespace, bucket: str, shards: int,
             transactions: list[dict[str, Any]]) -> dict[str, Any]:
     overrides = {
         "jobs": {"max_records_per_trigger": args.limit},
-        "fraud": {"bucket": bucket, "shards": shards, "lateness": LATENESS},
+        # the sharded transformWithState path: its RocksDB state is what this bench reads back
+        "fraud": {"bucket": bucket, "shards": shards, "lateness": LATENESS, "state": "spark"},
         "spark": {"conf": {"spark.sql.shuffle.partitions": str(args.partitions)}},
     }
     with sandbox(f"{NAME}-{bucket}-{shards}") as box:
