@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from spark_jobs.alerts import Alert, send_alert
@@ -27,7 +27,9 @@ from spark_jobs.config import Settings
 from spark_jobs.contracts import TABLE_TRAINING_SAMPLES, TOPIC_ENGAGEMENTS, TOPIC_VIEWS
 from spark_jobs.domain.batch_metrics import day_bounds_ms
 from spark_jobs.jobs.checkpoint import committed_watermark_ms
+from spark_jobs.kafka.admin import TopicNotFoundError, partitions_of
 from spark_jobs.kafka.batch_reader import read_topic_batch
+from spark_jobs.kafka.source import RAW_SCHEMA
 from spark_jobs.lake.delta import read_arrow, table_exists
 from spark_jobs.shadow.compare import ShadowReport, compare_samples, sample_schema
 from spark_jobs.shadow.recompute import recompute_samples
@@ -74,12 +76,22 @@ def batch_samples(spark: SparkSession, settings: Settings, day: datetime.date) -
     start, until = day_bounds_ms(day)
     window, lateness = settings.samples.window_ms, settings.samples.lateness_ms
     margin = lateness + ARRIVAL_MARGIN_MS
-    views = read_topic_batch(spark, settings.kafka, TOPIC_VIEWS,
-                             start_ms=start - margin, end_ms=until + margin)
-    engagements = read_topic_batch(spark, settings.kafka, TOPIC_ENGAGEMENTS,
-                                   start_ms=start - margin, end_ms=until + window + margin)
+    views = _read(spark, settings, TOPIC_VIEWS, start - margin, until + margin)
+    engagements = _read(spark, settings, TOPIC_ENGAGEMENTS, start - margin,
+                        until + window + margin)
     samples = recompute_samples(views, engagements, window, settings.samples.signals)
     return samples.where((F.col("ts") >= start) & (F.col("ts") < until)).toArrow()
+
+
+def _read(spark: SparkSession, settings: Settings, topic: str, start_ms: int, end_ms: int
+          ) -> DataFrame:
+    """The topic's records in the Kafka-time range; none when the topic does not exist yet
+    (the job never ran: nothing to compare, not an error)."""
+    try:
+        partitions_of(settings.kafka, topic)
+    except TopicNotFoundError:
+        return spark.createDataFrame([], RAW_SCHEMA)
+    return read_topic_batch(spark, settings.kafka, topic, start_ms=start_ms, end_ms=end_ms)
 
 
 def streaming_samples(settings: Settings, day: datetime.date) -> pa.Table:

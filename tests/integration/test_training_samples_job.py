@@ -194,3 +194,16 @@ def test_a_table_written_with_other_signals_fails_at_start(make_settings):
     append_rows(settings.lake.table(TABLE_TRAINING_SAMPLES), old.empty_table())
     with pytest.raises(ConfigError, match=r"samples.signals .* differ from the labels"):
         TrainingSamplesSink(settings)
+
+
+def test_the_shadow_check_of_a_day_without_topics_passes_with_nothing_compared(
+        own_broker, make_settings, spark):
+    """A platform where training_samples never ran: no topics, no table, a green check."""
+    import datetime
+
+    from spark_jobs.shadow.run import shadow_day
+
+    settings = make_settings(own_broker)
+    summary = shadow_day(spark, settings, datetime.date(2026, 1, 1), "empty-run")
+    assert (summary["batch_samples"], summary["streaming_samples"], summary["match_rate"]) == (
+        0, 0, 1.0)
