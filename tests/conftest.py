@@ -20,9 +20,11 @@ _counter = itertools.count()
 def broker() -> Iterator[str]:
     """Bootstrap address of a Tansu broker started (and stopped) by the project's own code."""
     from spark_jobs.broker import EmbeddedBroker
+    from spark_jobs.kafka.range_consumers import WORKER_CONSUMERS
 
     with EmbeddedBroker(port=0) as running:
         yield running.bootstrap
+        WORKER_CONSUMERS.close()  # consumers read_range kept in this process, before the broker
 
 
 @pytest.fixture
@@ -55,9 +57,11 @@ def spark():
 def own_broker() -> Iterator[str]:
     """A broker of the test's own: the contract fixes topic names, so jobs' tests don't share."""
     from spark_jobs.broker import EmbeddedBroker
+    from spark_jobs.kafka.range_consumers import WORKER_CONSUMERS
 
     with EmbeddedBroker(port=0) as running:
         yield running.bootstrap
+        WORKER_CONSUMERS.close()  # consumers read_range kept in this process, before the broker
 
 
 @pytest.fixture

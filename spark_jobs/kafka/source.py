@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -60,9 +59,10 @@ from spark_jobs.kafka.admin import (
     end_offsets_with,
     planning_consumer,
 )
-from spark_jobs.kafka.client import client_config
 from spark_jobs.kafka.event_time_split import align_on_event_time
-from spark_jobs.kafka.timestamps import RecordProbe
+from spark_jobs.kafka.range_consumers import WORKER_CONSUMERS
+from spark_jobs.kafka.tail_index import TailIndex
+from spark_jobs.kafka.timestamps import RecordProbe, event_time_of
 
 SOURCE_NAME = "tideline_kafka"
 STARTING = ("earliest", "latest")
@@ -348,6 +348,7 @@ class TidelineKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailable
         self._latest: dict[str, int] | None = None
         self._last_new: dict[str, float] = {}  # monotonic time a topic last had new data
         self._planner: Consumer | None = None  # kept for the query's life (see admin)
+        self._tail: TailIndex | None = None  # ends and recent event times, kept current
 
     def _planning_consumer(self) -> Consumer:
         if self._planner is None:
@@ -355,14 +356,46 @@ class TidelineKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailable
         return self._planner
 
     def __getstate__(self) -> dict[str, object]:
-        """A copy sent to the executors (for `read`) takes no planning consumer along."""
-        return {**self.__dict__, "_planner": None}
+        """A copy sent to the executors (for `read`) takes no planning consumers along."""
+        return {**self.__dict__, "_planner": None, "_tail": None}
 
     def stop(self) -> None:
-        """The query stopped: release the planning consumer."""
+        """The query stopped: release the planning consumers."""
+        if self._tail is not None:
+            self._tail.close()
+            self._tail = None
         if self._planner is not None:
             self._planner.close()
             self._planner = None
+
+    def _event_fields(self) -> dict[str, str | None]:
+        """The event-time field of each topic (None: Kafka time), as admission control uses."""
+        return {
+            topic: "ts" if spec is not None and "ts" in spec.field_names else None
+            for topic in self.options.topics
+            for spec in [self.options.spec_of(topic)]
+        }
+
+    def _tail_index(self) -> TailIndex:
+        if self._tail is None:
+            fields = self._event_fields()
+            self._tail = TailIndex(self.options.kafka, self.options.topics,
+                                   lambda message: event_time_of(message, fields),
+                                   self.options.key)
+        return self._tail
+
+    def _current_ends(self, begin_of: Mapping[str, int]) -> dict[str, int]:
+        """End offsets for a streaming plan: from the tail index when it vouches for every
+        partition (and none is behind the plan's start), else looked up in Kafka."""
+        if self._target is None and self._latest is not None:
+            ends = self._tail_index().ends(list(self._latest))
+            if ends is not None and all(e >= int(begin_of.get(k, 0)) for k, e in ends.items()):
+                self._latest = ends
+                return ends
+        ends = self._end_offsets()
+        if self._target is None:
+            self._tail_index()  # start tailing once the partitions are known
+        return ends
 
     # -- planning (driver) ---------------------------------------------------------------
 
@@ -402,7 +435,7 @@ class TidelineKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailable
         self._target = self._end_offsets()
 
     def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
-        ends = self._end_offsets()
+        ends = self._current_ends(start)
         begin = self._full_start(start, ends)
         for p, e in ends.items():
             if e < begin[p]:
@@ -441,16 +474,16 @@ class TidelineKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailable
             timeout_s = self.options.idle_timeout_ms / 1000
             exhausted = {t for t in idle if now - self._last_new[t] > timeout_s}
         first = self._beginnings() if idle - exhausted else {}
-        fields = {
-            topic: "ts" if spec is not None and "ts" in spec.field_names else None
-            for topic in self.options.topics
-            for spec in [self.options.spec_of(topic)]
-        }
-        with RecordProbe(self.options.kafka, self.options.split_key, fields,
+        tail = self._tail
+        with RecordProbe(self.options.kafka, self.options.split_key, self._event_fields(),
                          self._planning_consumer()) as probe:
-            return align_on_event_time(
-                begin, planned, probe.event_times, topic_of, exhausted, first
-            )
+
+            def event_times(offsets: Mapping[str, int]) -> dict[str, int]:
+                found = {} if tail is None else tail.event_times(offsets)
+                missing = {key: at for key, at in offsets.items() if key not in found}
+                return {**found, **probe.event_times(missing)} if missing else found
+
+            return align_on_event_time(begin, planned, event_times, topic_of, exhausted, first)
 
     def _topic_of(self, key: str) -> str:
         return self.options.split_key(key)[0]
@@ -502,40 +535,15 @@ _TRANSIENT = frozenset(
 )
 
 
-def _range_consumer(options: SourceOptions, part: KafkaRange) -> Consumer:
-    size = part.end - part.start
-    return Consumer(
-        client_config(
-            options.kafka,
-            **{
-                "group.id": f"tideline-source-{uuid.uuid4().hex}",
-                "enable.auto.commit": False,
-                "enable.auto.offset.store": False,
-                # Deleted offsets must fail the task, never be skipped silently.
-                "auto.offset.reset": "error",
-                "enable.partition.eof": True,
-                # librdkafka otherwise pauses fetching 1 s once its queue is full.
-                "fetch.queue.backoff.ms": 5,
-                "fetch.wait.max.ms": 100,
-                # Bound prefetch: the consumer must not fetch and decompress far past `end`.
-                "queued.min.messages": max(1_000, min(size, 100_000)),
-                "queued.max.messages.kbytes": 16_384,
-                "fetch.max.bytes": 8 << 20,
-                "max.partition.fetch.bytes": 4 << 20,
-            },
-        )
-    )
-
-
 def read_range(options: SourceOptions, part: KafkaRange) -> Iterator[pa.RecordBatch]:
     """Yield Arrow batches of exactly the offsets [start, end) of one partition."""
     schema = arrow_schema(options.record)
     spec = options.spec_of(part.topic)
     decode = _raw_batch if spec is None else _record_batch
-    consumer = _range_consumer(options, part)
+    consumer = WORKER_CONSUMERS.take(options.kafka, part.topic, part.partition, part.start)
     timeout_s = options.read_timeout_ms / 1000
+    complete = False
     try:
-        consumer.assign([TopicPartition(part.topic, part.partition, part.start)])
         position, end = part.start, part.end
         pending: list[Message] = []
         last_progress = time.monotonic()
@@ -580,8 +588,12 @@ def read_range(options: SourceOptions, part: KafkaRange) -> Iterator[pa.RecordBa
                 pending = []
         if pending:
             yield decode(pending, part, spec, schema)
+        complete = True
     finally:
-        consumer.close()
+        if complete:  # kept for this partition's next range (usually the next batch's)
+            WORKER_CONSUMERS.give_back(options.kafka, part.topic, part.partition, consumer)
+        else:
+            consumer.close()
 
 
 def _check_not_deleted(consumer: Consumer, part: KafkaRange, position: int) -> None:

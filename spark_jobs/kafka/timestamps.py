@@ -19,6 +19,20 @@ from spark_jobs.kafka.admin import planning_consumer
 PROBE_TIMEOUT_S = 10.0
 
 
+def event_time_of(message: Message, fields: Mapping[str, str | None]) -> int:
+    """The record's event-time field (`fields` per topic; None: Kafka time), leniently."""
+    field = fields.get(message.topic())
+    if field is not None:
+        try:
+            value = orjson.loads(message.value() or b"null")
+            ts = value.get(field) if isinstance(value, dict) else None
+            if isinstance(ts, int) and not isinstance(ts, bool):
+                return ts
+        except orjson.JSONDecodeError:
+            pass
+    return message.timestamp()[1]
+
+
 class RecordProbe:
     """A consumer that fetches single records by offset: the caller's long-lived one, or a
     short-lived one of its own (closed on exit).
@@ -47,16 +61,7 @@ class RecordProbe:
             self.consumer.close()
 
     def _event_time(self, message: Message) -> int:
-        field = self.fields.get(message.topic())
-        if field is not None:
-            try:
-                value = orjson.loads(message.value() or b"null")
-                ts = value.get(field) if isinstance(value, dict) else None
-                if isinstance(ts, int) and not isinstance(ts, bool):
-                    return ts
-            except orjson.JSONDecodeError:
-                pass
-        return message.timestamp()[1]
+        return event_time_of(message, self.fields)
 
     def event_times(self, offsets: Mapping[str, int]) -> dict[str, int]:
         """Event time of the record at each partition's given offset."""

@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 from pyspark.sql import DataFrame, Row
@@ -19,6 +20,7 @@ from spark_jobs.config import KafkaSettings
 from spark_jobs.domain.records import EVENT, SPECS, RecordError
 from spark_jobs.kafka.admin import end_offsets, ensure_topics
 from spark_jobs.kafka.producer import make_producer, produce_all
+from spark_jobs.kafka.range_consumers import RangeConsumers
 from spark_jobs.kafka.source import (
     KafkaRange,
     RangeReadError,
@@ -163,6 +165,38 @@ def test_range_past_the_end_fails_instead_of_skipping(kafka: KafkaSettings, topi
     partition = max(ends, key=lambda p: ends[p])
     with pytest.raises(RangeReadError, match="cannot be completed"):
         list(read_range(options, KafkaRange(topic, partition, 0, ends[partition] + 3)))
+
+
+@pytest.mark.kafka
+def test_consecutive_ranges_continue_one_kept_consumer_and_others_seek(
+    kafka: KafkaSettings, topic: str,
+) -> None:
+    """A worker keeps a consumer that read its range to the end; the partition's next range
+    continues it, any other start re-positions it; every range reads exactly its offsets."""
+    _produce(kafka, topic, 0, 40)
+    ends = end_offsets(kafka, topic)
+    partition = max(ends, key=lambda p: ends[p])
+    end = ends[partition]
+    options = SourceOptions.parse({"bootstrap": kafka.bootstrap, "topic": topic})
+    pool = RangeConsumers(max_idle=1)
+
+    def offsets(start: int, stop: int, of: int = partition) -> list[int]:
+        with mock.patch("spark_jobs.kafka.source.WORKER_CONSUMERS", pool):
+            batches = list(read_range(options, KafkaRange(topic, of, start, stop)))
+        return [o for b in batches for o in b.column("kafka_offset").to_pylist()]
+
+    middle = end // 2
+    assert offsets(0, middle) == list(range(0, middle))
+    [kept] = pool._idle.values()
+    assert offsets(middle, end) == list(range(middle, end))  # continued
+    assert list(pool._idle.values()) == [kept]
+    assert offsets(1, 4) == [1, 2, 3]  # backwards: re-assigned, nothing skipped or repeated
+    assert offsets(4, end) == list(range(4, end))
+    other = 1 - partition
+    if ends[other]:
+        assert offsets(0, ends[other], other) == list(range(ends[other]))
+        assert len(pool._idle) == 1 and kept not in pool._idle.values()  # least recent closed
+    pool.close()
 
 
 # -- streaming queries --------------------------------------------------------------------
@@ -328,14 +362,17 @@ def test_topics_read_together_wait_for_the_slower_one_until_it_is_idle(
                 rows += batch.column("ts").to_pylist()
         return sorted(t - BASE_TS for t in rows)
 
-    got, begin = [], start
-    while (end := reader.latestOffset(begin, ReadAllAvailable())) != begin:
-        got += read_upto(end, begin)  # until `behind` is read and `ahead` is held at its time
-        begin = end
-    assert sorted(got) == sorted([*range(0, 46), *range(0, 50, 5)])
-    clock.sleep(1.0)  # `behind` has been idle longer than the timeout: stop waiting for it
-    rest = []
-    while (end := reader.latestOffset(begin, ReadAllAvailable())) != begin:
-        rest += read_upto(end, begin)
-        begin = end
-    assert sorted(rest) == list(range(46, 100))
+    try:
+        got, begin = [], start
+        while (end := reader.latestOffset(begin, ReadAllAvailable())) != begin:
+            got += read_upto(end, begin)  # until `behind` is read and `ahead` is held at its time
+            begin = end
+        assert sorted(got) == sorted([*range(0, 46), *range(0, 50, 5)])
+        clock.sleep(1.0)  # `behind` has been idle longer than the timeout: stop waiting for it
+        rest = []
+        while (end := reader.latestOffset(begin, ReadAllAvailable())) != begin:
+            rest += read_upto(end, begin)
+            begin = end
+        assert sorted(rest) == list(range(46, 100))
+    finally:
+        reader.stop()  # its tail index's consumer
