@@ -48,7 +48,7 @@ class RunningAirflow:
     password: str
 
 
-def _own_environment() -> dict[str, str]:
+def own_environment() -> dict[str, str]:
     """Our environment without Airflow or Tideline settings that would leak into the tests."""
     return {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "TIDELINE_"))}
 
@@ -62,9 +62,22 @@ def make_setup(history: HistoryLake, root: Path) -> AirflowSetup:
     )
     settings_file = write_settings_file(settings, root / "tideline.yaml")
     env = airflow_environment(
-        settings, _own_environment(), settings_file=settings_file, scheduled=False
+        settings, own_environment(), settings_file=settings_file, scheduled=False
     )
     return AirflowSetup(settings=settings, env=env, lake=lake)
+
+
+def bare_setup(root: Path) -> tuple[Settings, dict[str, str]]:
+    """Settings (empty lake under root, free API port) and the environment of an Airflow home
+    under root, for tests that need no history; settings frozen into a file."""
+    overrides = {"lake": {"root": str(root / "lake")},
+                 "airflow": {"home": str(root / "airflow_home"), "port": free_port()}}
+    settings = load_settings(environ={}, overrides=overrides)
+    settings_file = write_settings_file(settings, root / "tideline.yaml")
+    env = airflow_environment(
+        settings, own_environment(), settings_file=settings_file, scheduled=False
+    )
+    return settings, env
 
 
 def run_airflow(

@@ -1,5 +1,5 @@
 """A person's path through the Airflow UI, in headless Chromium: log in with the generated
-password, see the five DAGs, trigger `daily_validation` from its page, watch the run succeed,
+password, see the six DAGs, trigger `daily_validation` from its page, watch the run succeed,
 open the run's Validation tab (the Tideline plugin) with its Data Docs links. Screenshots of
 each step go to test-artifacts/ at the repo root.
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import email
+import logging
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -29,10 +30,17 @@ def alerts_table(settings):
     return read_arrow(settings.lake.table("alerts")).to_pandas()
 
 
-def test_webhook_receives_a_slack_compatible_message_and_the_table_a_row(make_settings):
+def test_webhook_receives_a_slack_compatible_message_and_the_table_a_row(make_settings, caplog):
+    alert = failed_drift()
     with webhook_receiver() as (url, received):
         settings = make_settings(alerts={"webhook_url": url})
-        assert send_alert(settings, failed_drift()) == ["webhook", "log", "table"]
+        with caplog.at_level(logging.WARNING, logger="tideline.alerts"):
+            assert send_alert(settings, alert) == ["webhook", "log", "table"]
+    logged = [r for r in caplog.records
+              if r.name == "tideline.alerts" and r.levelno == logging.WARNING]
+    assert len(logged) == 1  # the log line, whatever channels are configured
+    assert alert.headline() in logged[0].getMessage()
+    assert f"run: {RUN_URL}" in logged[0].getMessage()
     assert len(received) == 1
     body = received[0]
     assert body["text"].startswith("[tideline] daily_validation drift: max drift 5.0 %")
