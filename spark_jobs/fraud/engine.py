@@ -39,7 +39,7 @@ from spark_jobs.fraud.keys import (
 from spark_jobs.fraud.outputs import Output, alert, current_rule, dead_letter, rule_error
 from spark_jobs.fraud.rules import ControlType, Rule, RuleError, RuleState, parse_rule
 from spark_jobs.fraud.store import MemoryStore, WindowStore
-from spark_jobs.fraud.windows import window_loader
+from spark_jobs.fraud.windows import ExactWindow, window_loader
 
 __all__ = ["FraudEngine", "MemoryStore", "Output", "WindowStore"]
 
@@ -333,5 +333,8 @@ class FraudEngine:
 
 def window_size(state: Any) -> int:
     """Entries in one stored window state (individual values or buckets), for state-size
-    reports: the first list of a state holds one event time per entry."""
+    reports: an exact window, or a stored state whose first list holds one event time per
+    entry."""
+    if isinstance(state, ExactWindow):
+        return len(state)
     return 0 if state is None else len(state[0])

@@ -88,6 +88,11 @@ def json_text(value: Any) -> str:
 
 def key_value_text(value: Any) -> str:
     """One value of the key text: strings unquoted, everything else as its JSON text."""
+    kind = type(value)  # the common cases first: this runs for every rule and transaction
+    if kind is str:
+        return value
+    if kind is int:
+        return str(value)
     if isinstance(value, str):
         return value
     return json_text(value)

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any, Protocol
 
-from spark_jobs.fraud.aggregates import EXACT, Aggregator, aggregate, average, exact_sum
+from spark_jobs.fraud.aggregates import EXACT, ZERO, Aggregator, aggregate, average, exact_sum
 
 
 class Window(Protocol):
@@ -56,26 +56,84 @@ class Window(Protocol):
 
 
 class ExactWindow:
-    """Individual (eventTime, value) entries as two parallel sorted lists."""
+    """Individual (eventTime, value) entries as two parallel sorted lists.
 
-    __slots__ = ("times", "values")
+    SUM and AVG over a long window (a hot key's) come from running sums kept beside the
+    entries (built on first use, extended on appends, rebuilt after an insert in the middle),
+    so evaluating a transaction costs two subtractions instead of re-adding every entry. The
+    running sums are exact (unlimited precision) and only in memory: `state()` is unchanged.
+    The difference is given the exponent the plain sum would have (the smallest of the
+    window's values), so 2.50 + 1.5 still reads 4.00, whatever came before the window.
+    """
+
+    __slots__ = ("_base", "_cut", "_exponents", "_logged", "_prefix", "times", "values")
 
     def __init__(self, times: list[int] | None = None, values: list[str] | None = None):
         self.times: list[int] = [] if times is None else times
         self.values: list[str] = [] if values is None else values
+        self._prefix: list[Decimal] | None = None  # _prefix[i] = _base + values[0..i]
+        self._exponents: list[int] = []
+        self._base = ZERO
+        self._logged: int | None = None  # entries a change log holds; None: it must get all
+        self._cut = 0  # entries cut from the front since the log last took this window
 
     @classmethod
     def load(cls, state: Any) -> ExactWindow:
+        """The window itself (an in-memory store keeps it, running sums and all), or one
+        wrapped around stored (times, values) lists."""
+        if isinstance(state, ExactWindow):
+            return state
         return cls() if state is None else cls(*state)
+
+    def __reduce__(self) -> tuple[type[ExactWindow], tuple[list[int], list[str]]]:
+        return (ExactWindow, (self.times, self.values))  # pickled without the running sums
+
+    def __eq__(self, other: object) -> bool:
+        """Equal entries; a stored (times, values) state compares like the window it holds."""
+        if isinstance(other, tuple) and len(other) == 2:
+            return (self.times, self.values) == other
+        if not isinstance(other, ExactWindow):
+            return NotImplemented
+        return self.times == other.times and self.values == other.values
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
 
     def add(self, event_time: int, value: Decimal) -> None:
         index = bisect_right(self.times, event_time)
+        if self._logged is not None and index < self._logged - self._cut:
+            self._logged = None  # inserted among logged entries: log the whole window
         self.times.insert(index, event_time)
         self.values.insert(index, str(value))
+        prefix = self._prefix
+        if prefix is not None:
+            if index == len(prefix):
+                prefix.append(EXACT.add(prefix[-1] if prefix else self._base, value))
+                self._exponents.append(_exponent(value))
+            else:
+                self._prefix = None  # out of order: rebuilt when next needed
+
+    def _running_sums(self) -> list[Decimal]:
+        if self._prefix is None:
+            running, prefix, exponents = ZERO, [], []
+            for text in self.values:
+                value = Decimal(text)
+                running = EXACT.add(running, value)
+                prefix.append(running)
+                exponents.append(_exponent(value))
+            self._prefix, self._exponents, self._base = prefix, exponents, ZERO
+        return self._prefix
 
     def aggregate(self, aggregator: Aggregator, event_time: int, window_ms: int) -> Decimal | None:
         start = bisect_left(self.times, event_time - window_ms)
         end = bisect_right(self.times, event_time, lo=start)
+        if end - start >= RUNNING_SUMS_FROM and aggregator in _SUMMED:
+            prefix = self._running_sums()
+            before = prefix[start - 1] if start else self._base
+            exponent = min(self._exponents[start:end])
+            total = EXACT.subtract(prefix[end - 1], before).quantize(
+                _UNIT[exponent] if exponent in _UNIT else Decimal((0, (1,), exponent)),
+                context=EXACT)
+            return total if aggregator is Aggregator.SUM else average(total, end - start)
         return aggregate(aggregator, list(map(Decimal, self.values[start:end])))
 
     def expire(self, earliest_event_time: int, window_ms: int) -> bool:
@@ -83,16 +141,52 @@ class ExactWindow:
         if cut:
             del self.times[:cut]
             del self.values[:cut]
+            self._cut += cut
+            if self._prefix is not None:
+                self._base = self._prefix[cut - 1]
+                del self._prefix[:cut]
+                del self._exponents[:cut]
         return cut > 0
 
     def first_end(self) -> int | None:
         return self.times[0] + 1 if self.times else None
 
+    def take_log_delta(self) -> tuple[int, list[int], list[str]] | None:
+        """What changed since the change log last took this window: (entries cut from the
+        front, entries appended), or None when the log needs the whole window. Marks the
+        window as logged: a hot window is then logged by its new entries, not all of them."""
+        logged, cut, times = self._logged, self._cut, self.times
+        self._logged, self._cut = len(times), 0
+        if logged is None:
+            return None
+        kept = logged - cut if logged > cut else 0
+        return (cut, times[kept:], self.values[kept:])
+
+    def apply_log_delta(self, cut: int, times: list[int], values: list[str]) -> None:
+        """Replay a take_log_delta() on the window as the log had it."""
+        del self.times[:cut]
+        del self.values[:cut]
+        self.times.extend(times)
+        self.values.extend(values)
+        self._prefix = None
+
     def __len__(self) -> int:
         return len(self.times)
 
-    def state(self) -> tuple[list[int], list[str]]:
-        return (self.times, self.values)
+    def state(self) -> ExactWindow:
+        return self  # pickles as (times, values): see __reduce__
+
+
+RUNNING_SUMS_FROM = 16  # entries in the window; shorter ones are simply added up
+_SUMMED = frozenset({Aggregator.SUM, Aggregator.AVG})
+_UNIT = {e: Decimal((0, (1,), e)) for e in range(-12, 4)}
+
+
+def _exponent(value: Decimal) -> int:
+    exponent = value.as_tuple().exponent
+    if not isinstance(exponent, int):
+        raise ValueError(f"not a finite amount: {value}")
+    return exponent
 
 
 class BucketWindow:

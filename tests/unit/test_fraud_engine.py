@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from spark_jobs.fraud.engine import FraudEngine, MemoryStore, Output, window_size
+from spark_jobs.fraud.windows import ExactWindow
 
 MIN = 60_000
 
@@ -402,6 +403,8 @@ def test_rule_order_decides_alert_order():
 # -- state, clean-up, restart -------------------------------------------------------------------
 def window_times(engine: FraudEngine, rule_id: int, key: str) -> list[int]:
     state = engine.store.get_window(rule_id, key)
+    if isinstance(state, ExactWindow):
+        return list(state.times)
     return [] if state is None else list(state[0])
 
 
@@ -813,3 +816,35 @@ def test_bucketed_engine_matches_the_floored_reference(seed, bucket_ms):
 
 def test_one_millisecond_buckets_are_exact():
     assert run_random(300, bucket_ms=1) == run_random(300)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_running_sums_equal_adding_the_window_up_value_and_text(seed):
+    """Long windows take SUM and AVG from running sums: after appends, out-of-order inserts
+    and expiries, every result equals the plain sum of the window's values, text included."""
+    from spark_jobs.fraud.aggregates import Aggregator, aggregate
+    from spark_jobs.fraud.windows import RUNNING_SUMS_FROM
+
+    rng = random.Random(seed)
+    window, entries = ExactWindow(), []
+    texts = ["30", "21.5", "0.125", "1E+2", "7.10", "-3.25", "1000000000000.01", "0"]
+    now, used = 0, 0
+    for step in range(600):
+        now += rng.randint(0, 40)
+        at = now - (rng.randint(0, 300) if rng.random() < 0.2 else 0)  # some out of order
+        value = Decimal(rng.choice(texts))
+        window.add(at, value)
+        entries.append((at, value))
+        if rng.random() < 0.05:
+            earliest = now - rng.randint(200, 900)
+            window.expire(earliest, 500)
+            entries = [(t, v) for t, v in entries if t >= earliest - 500]
+        end = now - rng.randint(0, 50)
+        span = rng.choice([100, 500, 2_000])
+        inside = [v for t, v in sorted(entries, key=lambda e: e[0]) if end - span <= t <= end]
+        used += len(inside) >= RUNNING_SUMS_FROM
+        for aggregator in (Aggregator.SUM, Aggregator.AVG):
+            got = window.aggregate(aggregator, end, span)
+            expected = aggregate(aggregator, inside)
+            assert (str(got), got) == (str(expected), expected), (step, aggregator)
+    assert used > 100  # the running sums were really exercised
