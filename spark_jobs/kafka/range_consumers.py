@@ -1,11 +1,10 @@
 """Consumers kept by a Python worker between the offset ranges it reads.
 
 Spark reuses its Python workers from task to task, and a streaming query reads each partition
-again every micro-batch from where the previous batch stopped. A new consumer per range paid
-the connection, metadata and first fetch on every batch (tens of ms of a low-latency job's
-cycle); a consumer kept idle at the range's end has usually prefetched the next records
-already. A kept consumer is only continued when its position is exactly the new range's start;
-otherwise it is re-assigned (seek), so reuse never skips or repeats an offset.
+again every micro-batch. A new consumer per range paid the connection, metadata and broker
+handshake on every batch (tens of ms of a low-latency job's cycle); a kept consumer is
+assigned to the new range's start and only fetches. Kept consumers are unassigned: idle,
+they would poll the broker every `fetch.wait.max.ms`.
 """
 
 from __future__ import annotations
@@ -13,7 +12,6 @@ from __future__ import annotations
 import atexit
 import uuid
 from collections import OrderedDict
-from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
@@ -35,7 +33,7 @@ def _new_consumer(kafka: KafkaSettings) -> Consumer:
         "enable.partition.eof": True,
         # librdkafka otherwise pauses fetching 1 s once its queue is full.
         "fetch.queue.backoff.ms": 5,
-        "fetch.wait.max.ms": 100,
+        "fetch.wait.max.ms": 10,
         # Bound prefetch: a consumer must not fetch and decompress far past its range.
         "queued.min.messages": QUEUED_MESSAGES,
         "queued.max.messages.kbytes": QUEUED_KBYTES,
@@ -56,16 +54,12 @@ class RangeConsumers:
         self._idle: OrderedDict[tuple[str, str, int], Consumer] = OrderedDict()
 
     def take(self, kafka: KafkaSettings, topic: str, partition: int, start: int) -> Consumer:
-        """A consumer positioned at `start` of topic/partition, continued when possible."""
+        """A consumer (kept, or new) assigned to topic/partition from `start`."""
         key = (_cluster(kafka), topic, partition)
         consumer = self._idle.pop(key, None)
         where = TopicPartition(topic, partition, start)
-        if consumer is not None:
-            if _position(consumer, topic, partition) == start:
-                return consumer
-            consumer.assign([where])
-            return consumer
-        consumer = _new_consumer(kafka)
+        if consumer is None:
+            consumer = _new_consumer(kafka)
         consumer.assign([where])
         return consumer
 
@@ -73,6 +67,7 @@ class RangeConsumers:
                   consumer: Consumer) -> None:
         """Keep a consumer that read its range completely (and nothing past it)."""
         key = (_cluster(kafka), topic, partition)
+        consumer.unassign()  # an idle consumer fetches nothing
         old = self._idle.pop(key, None)
         if old is not None:
             old.close()
@@ -85,12 +80,6 @@ class RangeConsumers:
         while self._idle:
             _, consumer = self._idle.popitem()
             consumer.close()
-
-
-def _position(consumer: Consumer, topic: str, partition: int) -> Any:
-    """The offset the consumer's next message will have, or None when it has none yet."""
-    [found] = consumer.position([TopicPartition(topic, partition)])
-    return found.offset if found.offset >= 0 else None
 
 
 WORKER_CONSUMERS = RangeConsumers()  # one per Python worker process

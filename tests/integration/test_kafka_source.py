@@ -168,11 +168,12 @@ def test_range_past_the_end_fails_instead_of_skipping(kafka: KafkaSettings, topi
 
 
 @pytest.mark.kafka
-def test_consecutive_ranges_continue_one_kept_consumer_and_others_seek(
+def test_a_worker_reads_its_ranges_with_kept_consumers_and_every_range_exactly(
     kafka: KafkaSettings, topic: str,
 ) -> None:
-    """A worker keeps a consumer that read its range to the end; the partition's next range
-    continues it, any other start re-positions it; every range reads exactly its offsets."""
+    """A worker keeps the consumer of a range read to the end for that partition's next range,
+    whatever its start (the next batch's, an earlier one on a replay); each range reads
+    exactly its offsets; the least recently used consumer beyond the pool's size is closed."""
     _produce(kafka, topic, 0, 40)
     ends = end_offsets(kafka, topic)
     partition = max(ends, key=lambda p: ends[p])
@@ -188,7 +189,7 @@ def test_consecutive_ranges_continue_one_kept_consumer_and_others_seek(
     middle = end // 2
     assert offsets(0, middle) == list(range(0, middle))
     [kept] = pool._idle.values()
-    assert offsets(middle, end) == list(range(middle, end))  # continued
+    assert offsets(middle, end) == list(range(middle, end))  # the kept consumer, reassigned
     assert list(pool._idle.values()) == [kept]
     assert offsets(1, 4) == [1, 2, 3]  # backwards: re-assigned, nothing skipped or repeated
     assert offsets(4, end) == list(range(4, end))
