@@ -26,6 +26,24 @@ BASE_CONF: dict[str, str] = {
     "spark.python.worker.reuse": "true",
 }
 
+# Checkpoints on the local file system: Spark's default (FileContext) file manager creates
+# every offset and commit file, and its .crc, with an explicit permission, which Hadoop
+# without its native library applies by forking `chmod`: ~20 ms per file, 80 ms of every
+# micro-batch (measured: offset log 41 -> 6 ms, commit log 36 -> 5 ms per batch with these).
+# The FileSystem-based manager over the raw local file system writes plain files and renames
+# them into place, which is atomic on a local file system. Object stores keep the defaults.
+LOCAL_CHECKPOINT_CONF: dict[str, str] = {
+    "spark.sql.streaming.checkpointFileManagerClass":
+        "org.apache.spark.sql.execution.streaming.checkpointing."
+        "FileSystemBasedCheckpointFileManager",
+    "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
+}
+
+
+def is_local_path(location: str) -> bool:
+    """A plain path or a file: URI (not an object store or HDFS)."""
+    return "://" not in location or location.startswith("file:")
+
 
 def build_session(settings: Settings, app_name: str = "tideline") -> SparkSession:
     """Create (or reuse) the session; Python workers run the interpreter that runs us."""
@@ -36,7 +54,9 @@ def build_session(settings: Settings, app_name: str = "tideline") -> SparkSessio
     builder = builder.config("spark.driver.bindAddress", "127.0.0.1").config(
         "spark.driver.host", "127.0.0.1"
     )
-    for key, value in {**BASE_CONF, **{k: str(v) for k, v in settings.spark.conf.items()}}.items():
+    local = LOCAL_CHECKPOINT_CONF if is_local_path(settings.lake.checkpoints) else {}
+    configured = {k: str(v) for k, v in settings.spark.conf.items()}
+    for key, value in {**BASE_CONF, **local, **configured}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
