@@ -24,12 +24,13 @@ from pyspark.sql import DataFrame
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from spark_jobs.config import Settings
-from spark_jobs.contracts import TABLE_FRAUD_ALERTS
+from spark_jobs.contracts import TABLE_FRAUD_ALERTS, TOPIC_FRAUD_ALERTS
 from spark_jobs.fraud.changelog import LoggedStore
 from spark_jobs.fraud.engine import FraudEngine
 from spark_jobs.jobs.checkpoint import batch_watermark_ms
 from spark_jobs.jobs.engine_state_files import EngineStateFiles
-from spark_jobs.jobs.fraud_rules import FraudAlertsSink
+from spark_jobs.jobs.fraud_rules import FraudAlertsSink, alert_key
+from spark_jobs.kafka.producer import Publisher
 from spark_jobs.operators.fraud_shard import (
     KIND_RULE,
     OUTPUT_SCHEMA,
@@ -125,7 +126,8 @@ class FraudDriverSink(FraudAlertsSink):
         if batch_id > 0:
             self._maybe_snapshot(batch_id - 1)  # Spark commits a batch before the next one
         watermark = batch_watermark_ms(self.checkpoint, batch_id)
-        outputs = self.evaluate(engine, table, watermark)
+        alerts = Publisher(self.outputs.producer, TOPIC_FRAUD_ALERTS)
+        outputs = self.evaluate(engine, table, watermark, alerts)
         assert self._store is not None
         changes = self._store.take_changes()
         self._applied = None  # until the change file is written, memory is ahead of disk
@@ -134,12 +136,14 @@ class FraudDriverSink(FraudAlertsSink):
             self.files.write_changes(batch_id, changes)
             self._applied = batch_id
 
-        self.deliver(outputs, batch_id, before_commit=persist)
+        self.deliver(outputs, batch_id, before_commit=persist, sent_alerts=alerts)
         settle_garbage_collector(batch_id)
 
-    def evaluate(self, engine: FraudEngine, table: pa.Table, watermark: int) -> pa.Table:
+    def evaluate(self, engine: FraudEngine, table: pa.Table, watermark: int,
+                 alerts: Publisher | None = None) -> pa.Table:
         """Apply the batch's rows in arrival order, run the clean-up when its timer would
-        fire, and return the outputs in the sharded path's row shape."""
+        fire, and return the outputs in the sharded path's row shape. Alerts also go to
+        `alerts` the moment they are found, not after the whole batch."""
         now_ms = int(time.time() * 1000)
         rows = sorted((InputRow(*r) for r in zip(*(table[name].to_pylist()
                                                     for name in InputRow._fields), strict=True)),
@@ -150,7 +154,11 @@ class FraudDriverSink(FraudAlertsSink):
                 outputs = engine.on_rule(row.value, row.kafka_timestamp)
             else:
                 outputs = engine.on_transaction(row.value, watermark, now_ms)
-            found.extend(output_row(DRIVER_SHARD, output, row).asDict() for output in outputs)
+            for output in outputs:
+                found.append(output_row(DRIVER_SHARD, output, row).asDict())
+                if alerts is not None and output.kind == "alert":
+                    last = found[-1]
+                    alerts.send(alert_key(last["rule_id"], last["transaction_id"]), output.value)
         if self._cleanup_at is not None and watermark >= self._cleanup_at:
             engine.cleanup(watermark)
         self._cleanup_at = engine.next_cleanup_ms(watermark)

@@ -31,7 +31,7 @@ from spark_jobs.contracts import (
 from spark_jobs.jobs.checkpoint import recorded_conf
 from spark_jobs.jobs.event_time import with_event_time
 from spark_jobs.jobs.outputs import BatchOutputs
-from spark_jobs.kafka.producer import produce_all
+from spark_jobs.kafka.producer import Publisher, produce_all
 from spark_jobs.kafka.source import read_topic
 from spark_jobs.operators.fraud_shard import (
     KIND_RULE,
@@ -114,6 +114,11 @@ def _shuffle_partitions(spark: SparkSession, settings: Settings) -> int:
     return int(pinned if pinned is not None else spark.conf.get(name))
 
 
+def alert_key(rule_id: int | None, transaction_id: str | None) -> str:
+    """The `alerts` message key: one rule's alert for one transaction."""
+    return f"{rule_id}:{transaction_id}"
+
+
 def _of_kind(table: pa.Table, kind: str) -> pa.Table:
     return table.filter(pc.equal(table["kind"], kind))
 
@@ -147,14 +152,20 @@ class FraudAlertsSink:
         self.deliver(table, batch_id)
 
     def deliver(self, table: pa.Table, batch_id: int,
-                before_commit: Callable[[], None] | None = None) -> None:
+                before_commit: Callable[[], None] | None = None,
+                sent_alerts: Publisher | None = None) -> None:
         """Publish the engine outputs of one batch; `before_commit` runs just before the
-        `fraud_alerts` commit that marks the batch done."""
+        `fraud_alerts` commit that marks the batch done. `sent_alerts`: the batch's alerts
+        were already sent as they were found (in this order), only their delivery is awaited."""
         producer = self.outputs.producer
         alerts = _of_kind(table, "alert").sort_by([*ARRIVAL, ("rule_id", "ascending")])
-        keys = [f"{r}:{t}" for r, t in zip(alerts["rule_id"].to_pylist(),
-                                           alerts["transaction_id"].to_pylist(), strict=True)]
-        produce_all(producer, TOPIC_FRAUD_ALERTS, keys, alerts["value"].to_pylist())
+        if sent_alerts is not None:
+            sent_alerts.flush()
+        else:
+            keys = [alert_key(r, t) for r, t in zip(alerts["rule_id"].to_pylist(),
+                                                    alerts["transaction_id"].to_pylist(),
+                                                    strict=True)]
+            produce_all(producer, TOPIC_FRAUD_ALERTS, keys, alerts["value"].to_pylist())
         errors = _first_per_source(_of_kind(table, "rule_error"))
         produce_all(producer, TOPIC_RULE_ERRORS, [None] * errors.num_rows,
                     errors["value"].to_pylist())

@@ -60,6 +60,42 @@ class _Deliveries:
                 self.failures.append((message.key(), str(error)))
 
 
+class Publisher:
+    """Records of one topic produced one at a time, each leaving as soon as it is found (and
+    stamped with the producer's clock then, unless given a timestamp); `flush()` waits for
+    all and raises KafkaDeliveryError if any failed."""
+
+    def __init__(self, producer: Producer, topic: str) -> None:
+        self.producer = producer
+        self.topic = topic
+        self.sent = 0
+        self._deliveries = _Deliveries()
+
+    def send(self, key: str | bytes | None, value: bytes | str, timestamp: int = 0) -> None:
+        while True:
+            try:
+                self.producer.produce(self.topic, value, key, timestamp=timestamp,
+                                      on_delivery=self._deliveries)
+                break
+            except BufferError:
+                self.producer.poll(0.05)
+        self.sent += 1
+        if self.sent % _POLL_EVERY == 0:
+            self.producer.poll(0)
+
+    def flush(self) -> int:
+        """Wait for every record sent; the count, or KafkaDeliveryError."""
+        deliveries = self._deliveries
+        remaining = self.producer.flush(FLUSH_TIMEOUT_S)
+        if remaining:
+            deliveries.failed += remaining
+            deliveries.failures.append(
+                (None, f"{remaining} still queued after {FLUSH_TIMEOUT_S} s"))
+        if deliveries.failed:
+            raise KafkaDeliveryError(self.topic, deliveries.failed, deliveries.failures)
+        return self.sent
+
+
 def produce_all(
     producer: Producer,
     topic: str,
@@ -75,25 +111,10 @@ def produce_all(
         raise ValueError(f"{len(keys)} keys but {len(values)} values")
     if timestamps is not None and len(timestamps) != len(values):
         raise ValueError(f"{len(timestamps)} timestamps but {len(values)} values")
-    deliveries = _Deliveries()
-    produce = producer.produce
+    publisher = Publisher(producer, topic)
     for index, (key, value) in enumerate(zip(keys, values, strict=True)):
-        timestamp = 0 if timestamps is None else int(timestamps[index])
-        while True:
-            try:
-                produce(topic, value, key, timestamp=timestamp, on_delivery=deliveries)
-                break
-            except BufferError:
-                producer.poll(0.05)
-        if index % _POLL_EVERY == 0:
-            producer.poll(0)
-    remaining = producer.flush(FLUSH_TIMEOUT_S)
-    if remaining:
-        deliveries.failed += remaining
-        deliveries.failures.append((None, f"{remaining} still queued after {FLUSH_TIMEOUT_S} s"))
-    if deliveries.failed:
-        raise KafkaDeliveryError(topic, deliveries.failed, deliveries.failures)
-    return len(values)
+        publisher.send(key, value, 0 if timestamps is None else int(timestamps[index]))
+    return publisher.flush()
 
 
 def _as_key(value: Any) -> str | bytes | None:

@@ -123,7 +123,7 @@ def test_checkpoint_cleanup_keeps_the_newest_batches_and_the_job_resumes(spark, 
 
     old_logs = [path for log in ("offsets", "commits") for batch in range(3)
                 for path in (checkpoint / log / str(batch), checkpoint / log / f".{batch}.crc")
-                if path.exists()]  # .crc files only where Hadoop's checksummed FS wrote them
+                if path.exists()]
     report = clean_checkpoints(settings)
     # batches 0-2 of both logs (and their crc files, if any) + the stale temp file
     assert report == {"files_job": len(old_logs) + 1} and len(old_logs) >= 6
