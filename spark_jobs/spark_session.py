@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 from pyspark.sql import SparkSession
@@ -42,7 +43,8 @@ LOCAL_CHECKPOINT_CONF: dict[str, str] = {
 
 def is_local_path(location: str) -> bool:
     """A plain path or a file: URI (not an object store or HDFS)."""
-    return "://" not in location or location.startswith("file:")
+    scheme = re.match(r"^([A-Za-z][A-Za-z0-9+.-]*):", location)
+    return scheme is None or scheme.group(1).lower() == "file"
 
 
 def build_session(settings: Settings, app_name: str = "tideline") -> SparkSession:

@@ -72,10 +72,6 @@ class LoggedStore(MemoryStore):
                   else _exact_window_change(*change) for change in log if change is not None]
         return pickle.dumps(logged, protocol=pickle.HIGHEST_PROTOCOL)
 
-    def discard_changes(self) -> None:
-        self._log = []
-        self._last_put = {}
-
     def apply_changes(self, changes: bytes) -> None:
         """Replay a batch's changes (from take_changes) without logging them again."""
         for change in pickle.loads(changes):

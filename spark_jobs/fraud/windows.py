@@ -60,10 +60,11 @@ class ExactWindow:
 
     SUM and AVG over a long window (a hot key's) come from running sums kept beside the
     entries (built on first use, extended on appends, rebuilt after an insert in the middle),
-    so evaluating a transaction costs two subtractions instead of re-adding every entry. The
+    so evaluating a transaction costs a subtraction and a scan of small ints (the exponents)
+    instead of re-adding every entry as a Decimal. The
     running sums are exact (unlimited precision) and only in memory: `state()` is unchanged.
-    The difference is given the exponent the plain sum would have (the smallest of the
-    window's values), so 2.50 + 1.5 still reads 4.00, whatever came before the window.
+    The difference is given the exponent the plain sum would have (the smallest of 0 and the
+    window's values'), so 2.50 + 1.5 still reads 4.00, whatever came before the window.
     """
 
     __slots__ = ("_base", "_cut", "_exponents", "_logged", "_prefix", "times", "values")
@@ -129,7 +130,7 @@ class ExactWindow:
         if end - start >= RUNNING_SUMS_FROM and aggregator in _SUMMED:
             prefix = self._running_sums()
             before = prefix[start - 1] if start else self._base
-            exponent = min(self._exponents[start:end])
+            exponent = min(0, min(self._exponents[start:end]))  # sum() starts from 0
             total = EXACT.subtract(prefix[end - 1], before).quantize(
                 _UNIT[exponent] if exponent in _UNIT else Decimal((0, (1,), exponent)),
                 context=EXACT)

@@ -60,7 +60,11 @@ class RangeConsumers:
         where = TopicPartition(topic, partition, start)
         if consumer is None:
             consumer = _new_consumer(kafka)
-        consumer.assign([where])
+        try:
+            consumer.assign([where])
+        except BaseException:
+            consumer.close()
+            raise
         return consumer
 
     def give_back(self, kafka: KafkaSettings, topic: str, partition: int,

@@ -10,11 +10,14 @@ times from memory.
 Its answers are always safe to plan with: an end is an offset the broker reported (a
 partition-EOF position) or one past a record the index received, so it never exceeds what
 exists; a planner that gets no answer (index not caught up, stale, partition unknown, offset
-older than the index remembers) uses its exact Kafka look-ups instead.
+older than the index remembers) uses its exact Kafka look-ups instead. A log that goes
+backwards (a recreated topic, an in-memory broker restarted) stops the index for good, so
+the exact look-ups report it as they always did.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
@@ -34,6 +37,15 @@ POLL_TIMEOUT_S = 0.02
 POLL_BATCH = 2_000
 
 EventTime = Callable[[Message], int]
+LOG = logging.getLogger("tideline.kafka")
+# Errors that mean the partition as the index knew it is gone (deleted, recreated, truncated).
+_LOST = frozenset({KafkaError.OFFSET_OUT_OF_RANGE, KafkaError.UNKNOWN_TOPIC_OR_PART,
+                   KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC})
+
+
+class LogRewoundError(RuntimeError):
+    """A partition's log went backwards (topic recreated, broker restarted without its data):
+    the index's ends are no longer true, so it stops answering."""
 
 
 class _Partition:
@@ -48,7 +60,7 @@ class _Partition:
 
     def add(self, offset: int, event_time: int) -> None:
         if self.offsets and offset <= self.offsets[-1]:
-            return
+            return  # a broker may resend a batch from its base offset
         self.offsets.append(offset)
         self.times.append(event_time)
         self.end = max(self.end or 0, offset + 1)
@@ -57,7 +69,9 @@ class _Partition:
             del self.times[:-REMEMBERED_RECORDS]
 
     def reached(self, end: int) -> None:
-        self.end = max(self.end or 0, end)
+        if self.end is not None and end < self.end:
+            raise LogRewoundError(f"partition ends at {end}, after reaching {self.end}")
+        self.end = end
 
     def event_time_at(self, offset: int) -> int | None:
         """Event time of the first record at or after `offset`, if the index remembers it."""
@@ -80,6 +94,7 @@ class TailIndex:
         self._key = key
         self._lock = threading.Lock()
         self._partitions: dict[str, _Partition] = {}
+        self._assigned: list[tuple[str, str, int]] = []  # (key, topic, partition)
         self._polled_at = 0.0
         self._failure: BaseException | None = None
         self._stopping = threading.Event()
@@ -148,6 +163,7 @@ class TailIndex:
                 key = self._key(topic, p)
                 if key not in self._partitions:
                     new.append(TopicPartition(topic, p, OFFSET_END))
+                    self._assigned.append((key, topic, p))
                     with self._lock:
                         self._partitions[key] = _Partition()
         if new:
@@ -164,11 +180,24 @@ class TailIndex:
                     refreshed = time.monotonic()
                 messages = consumer.consume(num_messages=POLL_BATCH, timeout=POLL_TIMEOUT_S)
                 self._record(messages)
+                self._check_not_rewound(consumer)
         except BaseException as exc:
             self._failure = exc  # planners fall back to their exact look-ups
+            LOG.warning("tail index of %s stopped, planning asks Kafka from now on: %s",
+                        ",".join(self._topics), exc)
         finally:
             if consumer is not None:
                 consumer.close()
+
+    def _check_not_rewound(self, consumer: Consumer) -> None:
+        """The high watermark of the last fetch response below a known end: the log was
+        replaced (a broker fetching past its end may answer with no error and no data)."""
+        for key, topic, p in self._assigned:
+            _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), cached=True)
+            end = self._partitions[key].end
+            if high >= 0 and end is not None and high < end:
+                raise LogRewoundError(f"{topic}/{p}: the broker reports its end at {high}, "
+                                      f"after {end} was reached")
 
     def _record(self, messages: list[Message]) -> None:
         seen: list[tuple[str, int, int | None]] = []
@@ -179,6 +208,8 @@ class TailIndex:
                 seen.append((key, message.offset(), self._event_time(message)))
             elif error.code() == KafkaError._PARTITION_EOF:
                 seen.append((key, message.offset(), None))
+            elif error.code() in _LOST:
+                raise LogRewoundError(f"{message.topic()}/{message.partition()}: {error}")
         with self._lock:
             for key, offset, event_time in seen:
                 partition = self._partitions.get(key)

@@ -140,3 +140,28 @@ def _send_events(kafka: KafkaSettings, topic: str, first: int, count: int) -> No
     produce_all(make_producer(kafka), topic, [str(n % 7) for n in numbers],
                 [json.dumps({"user_id": n, "event_type": "click", "ts": BASE_TS + n})
                  for n in numbers])
+
+
+def test_a_log_that_goes_backwards_stops_the_index(make_settings: Callable[..., Any]) -> None:
+    """A broker that restarts without its data (the embedded one keeps messages in memory):
+    the index must not keep vouching for the old ends, or a planner would skip records."""
+    from spark_jobs.broker import EmbeddedBroker
+
+    topic = "tail-rewound"
+    first = EmbeddedBroker(port=0).start()
+    kafka = make_settings(first.bootstrap).kafka
+    index = None
+    try:
+        ensure_topics(kafka, [topic], 1)
+        _send(kafka, topic, 0, 30)
+        index = _index(kafka, topic)
+        assert _wait_for(lambda: index.ends() == {"0": 30})
+        first.stop()
+        with EmbeddedBroker(port=first.port):  # same address, empty log
+            ensure_topics(kafka, [topic], 1)
+            _send(kafka, topic, 0, 3)
+            assert _wait_for(lambda: index.ends() is None, timeout_s=30)
+    finally:
+        first.stop()
+        if index is not None:
+            index.close()

@@ -455,3 +455,14 @@ def test_monitor_jobs_default_to_the_experiment_pipeline_and_are_checked():
     for wrong in (["nope"], ["fraud_rules", "fraud_rules"], []):
         with pytest.raises(ConfigError, match=r"monitor\.jobs"):
             load_settings(environ={}, overrides={"monitor": {"jobs": wrong}})
+
+
+@pytest.mark.parametrize(("location", "local"), [
+    ("/tmp/lake/_checkpoints", True), ("relative/ckpt", True), ("file:///tmp/ck", True),
+    ("FILE:/tmp/ck", True), ("s3a://bucket/ck", False), ("hdfs:/x", False),
+    ("gs://b/c", False), ("abfss://c@a.dfs.core.windows.net/ck", False),
+])
+def test_only_local_checkpoints_get_the_local_checkpoint_file_manager(location, local):
+    from spark_jobs.spark_session import is_local_path
+
+    assert is_local_path(location) is local

@@ -848,3 +848,17 @@ def test_running_sums_equal_adding_the_window_up_value_and_text(seed):
             expected = aggregate(aggregator, inside)
             assert (str(got), got) == (str(expected), expected), (step, aggregator)
     assert used > 100  # the running sums were really exercised
+
+
+@pytest.mark.parametrize("text", ["1E+3", "1.5E+2", "20"])
+def test_running_sums_of_amounts_with_positive_exponents_read_like_the_plain_sum(text):
+    """The plain sum starts from 0, so 20 entries of 1E+3 read 20000, not 2.0E+4."""
+    from spark_jobs.fraud.aggregates import Aggregator, aggregate
+
+    window = ExactWindow()
+    values = [Decimal(text)] * 20
+    for at, value in enumerate(values):
+        window.add(at, value)
+    for aggregator in (Aggregator.SUM, Aggregator.AVG):
+        got, expected = window.aggregate(aggregator, 19, 100), aggregate(aggregator, values)
+        assert (str(got), got) == (str(expected), expected)
