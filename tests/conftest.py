@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from spark_jobs.config import Settings, load_settings
+from spark_jobs.config import KafkaSettings, Settings, load_settings
 
 _counter = itertools.count()
 
@@ -25,6 +25,12 @@ def broker() -> Iterator[str]:
     with EmbeddedBroker(port=0) as running:
         yield running.bootstrap
         WORKER_CONSUMERS.close()  # consumers read_range kept in this process, before the broker
+
+
+@pytest.fixture
+def kafka(broker: str, make_settings: Callable[..., Settings]) -> KafkaSettings:
+    """Kafka settings of the session's broker."""
+    return make_settings(broker).kafka
 
 
 @pytest.fixture

@@ -28,11 +28,6 @@ from spark_jobs.kafka.producer import (
 pytestmark = pytest.mark.kafka
 
 
-@pytest.fixture
-def kafka(broker: str, make_settings) -> KafkaSettings:
-    return make_settings(broker).kafka
-
-
 def _topic(kafka: KafkaSettings, partitions: int) -> str:
     name = f"admin-{uuid.uuid4().hex[:10]}"
     ensure_topics(kafka, [name], partitions)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable
-from typing import Any
 
 import pytest
 
@@ -23,11 +21,6 @@ from spark_jobs.kafka.source import SOURCE_NAME, SourceOptionError, source_schem
 
 BASE_TS = 1_767_225_600_000
 pytestmark = pytest.mark.kafka
-
-
-@pytest.fixture
-def kafka(broker: str, make_settings: Callable[..., Any]) -> KafkaSettings:
-    return make_settings(broker).kafka
 
 
 def _topic(kafka: KafkaSettings, partitions: int) -> str:

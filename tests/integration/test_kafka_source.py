@@ -6,9 +6,7 @@ import itertools
 import json
 import time as clock
 import uuid
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 from unittest import mock
 
 import pytest
@@ -35,11 +33,6 @@ from spark_jobs.kafka.source import (
 )
 
 BASE_TS = 1_767_225_600_000
-
-
-@pytest.fixture
-def kafka(broker: str, make_settings: Callable[..., Any]) -> KafkaSettings:
-    return make_settings(broker).kafka
 
 
 @pytest.fixture

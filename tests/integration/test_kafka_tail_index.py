@@ -25,11 +25,6 @@ pytestmark = pytest.mark.kafka
 
 
 @pytest.fixture
-def kafka(broker: str, make_settings: Callable[..., Any]) -> KafkaSettings:
-    return make_settings(broker).kafka
-
-
-@pytest.fixture
 def topic(kafka: KafkaSettings) -> str:
     name = f"tail-{uuid.uuid4().hex[:10]}"
     ensure_topics(kafka, [name], 2)
