@@ -78,12 +78,13 @@ def route(inputs: DataFrame, keys: list[int]) -> DataFrame:
 
 
 def build(spark: SparkSession, settings: Settings) -> DataFrame:
-    """The streaming plan: both topics in one source (one Kafka-time cut per batch), event
-    time from transactions, routing to shards, the stateful engine per shard."""
+    """The streaming plan: both topics in one source (one Kafka-time cut per batch, records
+    handed over by the planner: kafka/prefetch.py), event time from transactions, routing to
+    shards, the stateful engine per shard."""
     fraud = settings.fraud
     raw = read_topic(spark, settings.kafka, [TOPIC_TRANSACTIONS, TOPIC_RULES],
                      max_records_per_trigger=settings.jobs.max_records_per_trigger,
-                     idle_timeout_ms=fraud.idle_timeout_ms)
+                     idle_timeout_ms=fraud.idle_timeout_ms, prefetch=True)
     inputs = raw.select(
         F.when(F.col("kafka_topic") == TOPIC_RULES, F.lit(KIND_RULE))
         .otherwise(F.lit(KIND_TRANSACTION)).alias("kind"),

@@ -7,6 +7,10 @@ work in a background thread of the planner process instead: one consumer assigne
 partition, reading from the tail, so a planner reads the ends and the recent records' event
 times from memory.
 
+With `keep_records` it also keeps the records themselves from the moment it reached the tail,
+so a reader in the same process (the prefetching source, see kafka/prefetch.py) hands a
+micro-batch its records from memory instead of fetching them again.
+
 Its answers are always safe to plan with: an end is an offset the broker reported (a
 partition-EOF position) or one past a record the index received, so it never exceeds what
 exists; a planner that gets no answer (index not caught up, stale, partition unknown, offset
@@ -35,6 +39,7 @@ REFRESH_PARTITIONS_S = 5.0
 REMEMBERED_RECORDS = 50_000  # per partition, for event-time answers near the tail
 POLL_TIMEOUT_S = 0.02
 POLL_BATCH = 2_000
+KEPT_RECORDS = 200_000  # per partition, when records are kept: ~40 MB of 200-byte messages
 
 EventTime = Callable[[Message], int]
 LOG = logging.getLogger("tideline.kafka")
@@ -81,14 +86,59 @@ class _Partition:
         return self.times[bisect_left(offsets, offset)]
 
 
+class _KeptRecords:
+    """Every record of one partition from `first` on, as fetched (a gap in the offsets is a
+    gap in the log: transaction markers, compaction)."""
+
+    __slots__ = ("first", "messages", "offsets")
+
+    def __init__(self) -> None:
+        self.first: int | None = None  # complete from this offset on; None until tailing began
+        self.offsets = array("q")
+        self.messages: list[Message] = []
+
+    def add(self, message: Message) -> None:
+        offset = message.offset()
+        if self.first is None:
+            self.first = offset
+        if self.offsets and offset <= self.offsets[-1]:
+            return
+        self.offsets.append(offset)
+        self.messages.append(message)
+        if len(self.offsets) > KEPT_RECORDS:
+            self.release(self.offsets[len(self.offsets) // 2])
+
+    def reached(self, end: int) -> None:
+        if self.first is None:
+            self.first = end
+
+    def release(self, before: int) -> None:
+        """Forget the records before `before` (read already, or too many kept)."""
+        if self.first is None or before <= self.first:
+            return
+        cut = bisect_left(self.offsets, before)
+        del self.offsets[:cut]
+        del self.messages[:cut]
+        self.first = before
+
+    def between(self, start: int, end: int) -> list[Message] | None:
+        """The records with start <= offset < end, or None unless all of them are kept."""
+        if self.first is None or start < self.first:
+            return None
+        offsets = self.offsets
+        return self.messages[bisect_left(offsets, start):bisect_left(offsets, end)]
+
+
 class TailIndex:
     """Background tailing of `topics`; answers keyed by the source's partition keys."""
 
     def __init__(
         self, kafka: KafkaSettings, topics: Sequence[str], event_time: EventTime,
-        key: Callable[[str, int], str],
+        key: Callable[[str, int], str], keep_records: bool = False,
     ) -> None:
         self._kafka = kafka
+        self._keep_records = keep_records
+        self._kept: dict[str, _KeptRecords] = {}
         self._topics = tuple(topics)
         self._event_time = event_time
         self._key = key
@@ -132,6 +182,25 @@ class TailIndex:
                     found[key] = at
         return found
 
+    def records(self, key: str, start: int, end: int) -> list[Message] | None:
+        """The records of offsets [start, end) of one partition, if the index kept them all
+        (records kept, caught up to `end`, nothing before `start` forgotten)."""
+        with self._lock:
+            partition = self._partitions.get(key)
+            kept = self._kept.get(key)
+            if (not self._fresh() or partition is None or kept is None
+                    or partition.end is None or end > partition.end):
+                return None
+            return kept.between(start, end)
+
+    def release(self, offsets: Mapping[str, int]) -> None:
+        """The reader will not ask for records before these offsets again: free them."""
+        with self._lock:
+            for key, offset in offsets.items():
+                kept = self._kept.get(key)
+                if kept is not None:
+                    kept.release(offset)
+
     def close(self) -> None:
         self._stopping.set()
         self._thread.join(timeout=5)
@@ -166,6 +235,8 @@ class TailIndex:
                     self._assigned.append((key, topic, p))
                     with self._lock:
                         self._partitions[key] = _Partition()
+                        if self._keep_records:
+                            self._kept[key] = _KeptRecords()
         if new:
             consumer.incremental_assign(new)
 
@@ -200,23 +271,28 @@ class TailIndex:
                                       f"after {end} was reached")
 
     def _record(self, messages: list[Message]) -> None:
-        seen: list[tuple[str, int, int | None]] = []
+        seen: list[tuple[str, int, int | None, Message]] = []
         for message in messages:
             error = message.error()
             key = self._key(message.topic(), message.partition())
             if error is None:
-                seen.append((key, message.offset(), self._event_time(message)))
+                seen.append((key, message.offset(), self._event_time(message), message))
             elif error.code() == KafkaError._PARTITION_EOF:
-                seen.append((key, message.offset(), None))
+                seen.append((key, message.offset(), None, message))
             elif error.code() in _LOST:
                 raise LogRewoundError(f"{message.topic()}/{message.partition()}: {error}")
         with self._lock:
-            for key, offset, event_time in seen:
+            for key, offset, event_time, message in seen:
                 partition = self._partitions.get(key)
                 if partition is None:
                     continue
+                kept = self._kept.get(key)
                 if event_time is None:
                     partition.reached(offset)
+                    if kept is not None:
+                        kept.reached(offset)
                 else:
                     partition.add(offset, event_time)
+                    if kept is not None:
+                        kept.add(message)
             self._polled_at = time.monotonic()
