@@ -1,11 +1,15 @@
-"""Read a whole topic as JSON values, and produce messages with chosen Kafka timestamps."""
+"""Read a whole topic as JSON values, produce messages with chosen Kafka timestamps, look up a
+topic's exact ends, and wait for a condition."""
 
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
 from typing import Any
 
 from spark_jobs.config import KafkaSettings
+from spark_jobs.kafka.admin import end_offsets
 from spark_jobs.kafka.producer import make_producer, produce_all
 from spark_jobs.kafka.topic_reader import read_all
 
@@ -22,3 +26,18 @@ def send(kafka: KafkaSettings, topic: str, messages: list[tuple[int, Any]],
     values = [m if isinstance(m, str | bytes) else json.dumps(m) for _, m in messages]
     produce_all(producer, topic, [key or "k"] * len(values), values, [t for t, _ in messages])
     producer.flush(30)
+
+
+def exact_ends(kafka: KafkaSettings, topic: str) -> dict[str, int]:
+    """Every partition's end offset as Kafka reports it, keyed like a source's offsets."""
+    return {str(p): n for p, n in end_offsets(kafka, topic).items()}
+
+
+def wait_for(check: Callable[[], Any], timeout_s: float = 15.0) -> Any:
+    """Poll `check` until it returns something true (returned), or fail after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if found := check():
+            return found
+        time.sleep(0.02)
+    raise AssertionError("condition not met in time")
