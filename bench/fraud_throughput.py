@@ -3,13 +3,17 @@
 Two parts over the same generated traffic (spark_jobs.fraud_traffic, ten benchmark rules,
 event time advancing at `--event-rate` transactions per second, Kafka time = event time):
 
-1. The job (`fraud.state: spark`, the sharded path): the transactions are pre-loaded into a
+1. The job (`--state`: `driver`, the default, one engine in the foreachBatch sink; or
+   `spark`, the sharded transformWithState path): the transactions are pre-loaded into a
    fresh broker, the job runs with an available-now trigger until it has read them all, and
    the run reports transactions/s end to end (query start to end, first batch included) and
-   within batches, where batch time goes,
-   the RocksDB state (rows, bytes) at the end, and the stored windows read back with Spark's
-   state data source (bytes per (rule, key) as the job stores them). One run per
-   `--configs` entry `<bucket>:<shards>` (bucket 0 = exact).
+   within batches, where batch time goes, and the state at the end. `spark`: the RocksDB
+   state (rows, bytes) and the stored windows read back with Spark's state data source (bytes
+   per (rule, key) as the job stores them). `driver`: the engine's windows in the sink's
+   store (per (rule, key) window the pickled bytes of its state as a snapshot holds it, and
+   its entries), and the bytes of the engine state files (change files, snapshots) in the
+   checkpoint. One run per `--configs` entry `<bucket>:<shards>` (bucket 0 = exact; shards
+   only matter for `spark`).
 2. The pure engine (FraudEngine over MemoryStore(pickled=True), one core, no Spark): the same
    transactions with the job's watermark (max eventTime - fraud.lateness) and clean-up
    timers, in exact and bucketed mode: transactions/s, and per (rule, key) window its pickled
@@ -19,7 +23,8 @@ With `--state-calls` it also times single Python state calls with a trivial proc
 one MapState getValue/updateValue costs, and whether two shard keys share a task).
 
     .venv/bin/python -m bench.fraud_throughput [--transactions N] [--spark-transactions M]
-        [--event-rates 1000,100] [--configs 0:2,1m:2] [--bucket 1m] [--state-calls]
+        [--event-rates 1000,100] [--configs 0:2,1m:2] [--bucket 1m] [--state driver|spark]
+        [--state-calls]
 """
 
 from __future__ import annotations
@@ -48,8 +53,14 @@ from bench.common import (
 )
 from bench.fraud_latency import JOB, TimedSink, batch_breakdown, start_timed_job
 from spark_jobs.config import Settings
-from spark_jobs.contracts import FRAUD_TOPICS, TOPIC_RULES, TOPIC_TRANSACTIONS
+from spark_jobs.contracts import (
+    FRAUD_TOPICS,
+    TOPIC_FRAUD_ALERTS,
+    TOPIC_RULES,
+    TOPIC_TRANSACTIONS,
+)
 from spark_jobs.durations import parse_duration_ms
+from spark_jobs.fraud.changelog import LoggedStore, plain_state
 from spark_jobs.fraud.engine import FraudEngine, MemoryStore, window_size
 from spark_jobs.fraud_traffic import (
     TransactionSpec,
@@ -57,6 +68,7 @@ from spark_jobs.fraud_traffic import (
     generate_transactions,
     transaction_text,
 )
+from spark_jobs.jobs.engine_state_files import CHANGES, SNAPSHOT
 
 NAME = "fraud_throughput"
 LATENESS = "2m"  # the fraud.lateness default
@@ -77,6 +89,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="job runs as <bucket>:<shards>, comma-separated (default 0:2,1m:2;"
                              " empty: engine only)")
     parser.add_argument("--bucket", default="1m", help="bucketed mode of the engine part")
+    parser.add_argument("--state", default="driver", choices=("driver", "spark"),
+                        help="fraud.state of the job runs (default driver)")
     parser.add_argument("--limit", type=int, default=20_000,
                         help="jobs.max_records_per_trigger of the job runs (default 20000)")
     parser.add_argument("--partitions", type=int, default=2,
@@ -137,11 +151,18 @@ def run_engine(transactions: list[dict[str, Any]], bucket_ms: int, batch: int
 
 
 def engine_state(store: MemoryStore) -> dict[str, Any]:
-    """Pickled bytes and entries per (rule, key) window, per rule and overall."""
+    """Pickled bytes and entries per (rule, key) window, per rule and overall. The windows
+    of a MemoryStore(pickled=True) are their pickles; those of another store (the driver
+    sink's LoggedStore) are objects, measured pickled as a snapshot holds them."""
     per_rule: dict[int, list[tuple[int, int]]] = defaultdict(list)
     for rule_id, keys in store.by_rule.items():
-        for blob in keys.values():
-            per_rule[rule_id].append((len(blob), window_size(pickle.loads(blob))))
+        for stored in keys.values():
+            if store.pickled:
+                blob, window = stored, pickle.loads(stored)
+            else:
+                blob = pickle.dumps(plain_state(stored), protocol=pickle.HIGHEST_PROTOCOL)
+                window = stored
+            per_rule[rule_id].append((len(blob), window_size(window)))
     everything = [pair for pairs in per_rule.values() for pair in pairs]
     seen_bytes = len(pickle.dumps(store.seen, protocol=pickle.HIGHEST_PROTOCOL))
     return {
@@ -221,20 +242,52 @@ def stored_state(spark: Any, settings: Settings) -> dict[str, Any]:
     return found
 
 
+def driver_state(sink: Any) -> dict[str, Any]:
+    """The driver path's state at the end: the windows in the engine's store (engine_state),
+    a snapshot's size, and the engine state files in the checkpoint (bytes on disk)."""
+    import pyarrow.fs as pafs
+
+    store: LoggedStore | None = sink._store
+    found: dict[str, Any] = {} if store is None else {
+        **engine_state(store), "snapshot_bytes_if_taken": len(store.snapshot())}
+    files = sink.files
+    infos = files.filesystem.get_file_info(pafs.FileSelector(files.folder))
+    kinds: dict[str, list[int]] = {"changes": [], "snapshots": []}
+    for info in infos:
+        if info.base_name.startswith(CHANGES):
+            kinds["changes"].append(info.size)
+        elif info.base_name.startswith(SNAPSHOT):
+            kinds["snapshots"].append(info.size)
+    found["files"] = {
+        "bytes_on_disk": sum(info.size for info in infos if info.size is not None),
+        **{f"{kind}_files": len(sizes) for kind, sizes in kinds.items()},
+        **{f"{kind}_bytes": sum(sizes) for kind, sizes in kinds.items()},
+    }
+    return found
+
+
+def published_alerts(settings: Settings) -> dict[str, int]:
+    """The alert messages in the job's Kafka topic, and their distinct keys (rule, transaction):
+    a duplicate alert would show as more messages than keys."""
+    from spark_jobs.kafka.topic_reader import read_all
+
+    messages = read_all(settings.kafka, TOPIC_FRAUD_ALERTS, timeout_s=60)
+    return {"messages": len(messages), "distinct_keys": len({m.key for m in messages})}
+
+
 def run_job(spark: Any, args: argparse.Namespace, bucket: str, shards: int,
             transactions: list[dict[str, Any]]) -> dict[str, Any]:
     overrides = {
         "jobs": {"max_records_per_trigger": args.limit},
-        # the sharded transformWithState path: its RocksDB state is what this bench reads back
-        "fraud": {"bucket": bucket, "shards": shards, "lateness": LATENESS, "state": "spark"},
+        "fraud": {"bucket": bucket, "shards": shards, "lateness": LATENESS, "state": args.state},
         "spark": {"conf": {"spark.sql.shuffle.partitions": str(args.partitions)}},
     }
-    with sandbox(f"{NAME}-{bucket}-{shards}") as box:
+    with sandbox(f"{NAME}-{args.state}-{bucket}-{shards}") as box:
         settings = bench_settings(box, overrides)
         spark.conf.set("spark.sql.shuffle.partitions", str(args.partitions))
         loaded = preload(settings, transactions)
-        print(f"  job: bucket {bucket}, shards {shards}: {len(transactions):,} transactions",
-              file=sys.stderr, flush=True)
+        print(f"  job ({args.state} state): bucket {bucket}, shards {shards}: "
+              f"{len(transactions):,} transactions", file=sys.stderr, flush=True)
         clock = Stopwatch()
         jobs = start_timed_job(spark, settings, available_now=True)
         query = jobs.queries[JOB]
@@ -246,14 +299,19 @@ def run_job(spark: Any, args: argparse.Namespace, bucket: str, shards: int,
         finally:
             jobs.stop(finish_s=5.0)
         sink: TimedSink = jobs.sinks[JOB]
+        published = published_alerts(settings)
         alerts = sum(t["alerts"] for t in sink.batches.values())
-        windows = stored_state(spark, settings)
+        # spark: the RocksDB state read back; driver: the sink's engine and its state files
+        windows = (stored_state(spark, settings) if args.state == "spark"
+                   else driver_state(sink.inner))
     batches = executed_batches(progresses)
     rows = sum(p.get("numInputRows", 0) for p in batches)
     later = batches[1:]
     later_rows = sum(p.get("numInputRows", 0) for p in later)
     later_s = sum(p["durationMs"]["triggerExecution"] for p in later) / 1000
+    breakdown = batch_breakdown(batches, sink.batches)
     return {
+        "state": args.state,
         "bucket": bucket,
         "shards": shards,
         "preload": loaded,
@@ -266,7 +324,8 @@ def run_job(spark: Any, args: argparse.Namespace, bucket: str, shards: int,
         "first_batch_s": round(batches[0]["durationMs"]["triggerExecution"] / 1000, 1)
         if batches else None,
         "alerts": alerts,
-        "breakdown": batch_breakdown(batches, sink.batches),
+        "alerts_published": published,
+        "breakdown": breakdown,
         "state_by_batch": state_series(batches),
         "stored_state": windows,
     }
@@ -390,15 +449,32 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
             f"(max {per.get('entries', {}).get('max')})")
     for run in result["jobs"]:
         bd = run["breakdown"]
-        lines.append(
-            f"  job bucket {run['bucket']}, shards {run['shards']}: {run['rows_read']:,} rows in"
+        path = run.get("state", "spark")
+        head = (
+            f"  job ({path} state) bucket {run['bucket']}, shards {run['shards']}: "
+            f"{run['rows_read']:,} rows in"
             f" {run['wall_s']} s = {run['tx_per_s_end_to_end']:,} tx/s end to end "
             f"({run['tx_per_s_after_first_batch']:,} after the first batch), {run['alerts']:,} "
             f"alerts (engine alone: {run['engine_alerts_same_traffic']:,}); addBatch p50 "
             f"{bd['addBatch']['p50']:.0f} ms of trigger "
-            f"{bd['triggerExecution']['p50']:.0f} ms; state at end "
-            f"{bd.get('state_at_end', {}).get('numRowsTotal')} rows; stored "
-            f"{ {k: v for k, v in run['stored_state'].items() if k != 'bytes'} }")
+            f"{bd['triggerExecution']['p50']:.0f} ms; ")
+        stored = run["stored_state"]
+        if path == "driver":
+            per = stored.get("per_window", {})
+            files = stored.get("files", {})
+            lines.append(
+                head + f"state at end {stored.get('windows', 0):,} windows, "
+                f"{stored.get('window_bytes', 0) / 1e6:.1f} MB pickled, {per.get('bytes_mean')} B"
+                f" and {per.get('entries_mean')} entries per window (max "
+                f"{per.get('entries', {}).get('max')}), {stored.get('seen_ids', 0):,} seen ids; "
+                f"snapshot {stored.get('snapshot_bytes_if_taken', 0) / 1e6:.1f} MB; state files "
+                f"{files.get('bytes_on_disk', 0) / 1e6:.1f} MB on disk "
+                f"({files.get('changes_files')} change files, "
+                f"{files.get('snapshots_files')} snapshots)")
+        else:
+            lines.append(
+                head + f"state at end {bd.get('state_at_end', {}).get('numRowsTotal')} rows; "
+                f"stored { {k: v for k, v in stored.items() if k != 'bytes'} }")
     for probe in result.get("state_calls", []):
         lines.append(
             f"  state probe, shard keys {probe['shards']}, {probe['calls_per_row']} state calls"
@@ -452,6 +528,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "params": {"transactions": args.transactions,
                    "spark_transactions": args.spark_transactions,
                    "event_rates": rates, "bucket": args.bucket, "limit": args.limit,
+                   "state": args.state,
                    "partitions": args.partitions, "lateness": LATENESS,
                    "rules": benchmark_rules(), "spec": TransactionSpec().__dict__},
         "engine": engine_runs,

@@ -3,10 +3,13 @@ by writing each micro-batch's changes (and now and then a snapshot) instead of i
 
 The engine's store protocol has a few bulk operations (drop one rule's windows, drop all,
 forget old transaction ids) besides puts and deletes, so the log is the ordered list of
-mutating calls; replaying it on a snapshot gives the same store. Values are pickled when the
-log is taken, at the end of a batch: the engine puts a window back after every change, so
-the last put of a key carries its final value, which is all a replay needs, so earlier puts
-of the same key are dropped from the log (a hot window is put hundreds of times a batch).
+mutating calls; replaying it on a snapshot gives the same store. Window puts are not logged
+one by one (the engine puts a window back after every change, ~10 per transaction): a put
+only marks its window dirty, and the log ends with each dirty window that still exists, as it
+is when the log is taken. That replays to the same store because the other window operations
+only remove windows: a window present at the end and dirty gets its final value, one present
+and not dirty was neither put nor removed, and one removed after its last put is removed by
+the replayed removal.
 """
 
 from __future__ import annotations
@@ -29,16 +32,19 @@ class LoggedStore(MemoryStore):
 
     def __init__(self) -> None:
         super().__init__(pickled=False)
-        self._log: list[Change | None] = []
-        self._last_put: dict[tuple[int, str], int] = {}  # key -> its put's index in the log
+        self._log: list[Change] = []  # every mutation but window puts, in order
+        self._dirty: set[tuple[int, str]] = set()  # windows put since the log was taken
+
+    def get_window(self, rule_id: int, key: str) -> Any | None:
+        keys = self.by_rule.get(rule_id)
+        return None if keys is None else keys.get(key)
 
     def put_window(self, rule_id: int, key: str, window: Any) -> None:
-        super().put_window(rule_id, key, window)
-        earlier = self._last_put.get((rule_id, key))
-        if earlier is not None:
-            self._log[earlier] = None  # superseded: values are taken as they are at the end
-        self._last_put[(rule_id, key)] = len(self._log)
-        self._log.append((_PUT_WINDOW, rule_id, key, window))
+        keys = self.by_rule.get(rule_id)
+        if keys is None:
+            keys = self.by_rule[rule_id] = {}
+        keys[key] = window
+        self._dirty.add((rule_id, key))
 
     def delete_window(self, rule_id: int, key: str) -> None:
         super().delete_window(rule_id, key)
@@ -67,10 +73,13 @@ class LoggedStore(MemoryStore):
     def take_changes(self) -> bytes:
         """The changes since the last call, serialised (values as they are now)."""
         log, self._log = self._log, []
-        self._last_put = {}
-        logged = [change if change[0] != _PUT_WINDOW or type(change[3]) is not ExactWindow
-                  else _exact_window_change(*change) for change in log if change is not None]
-        return pickle.dumps(logged, protocol=pickle.HIGHEST_PROTOCOL)
+        dirty, self._dirty = self._dirty, set()
+        by_rule = self.by_rule
+        for rule_id, key in dirty:
+            window = by_rule.get(rule_id, {}).get(key)
+            if window is not None:
+                log.append(_window_change(rule_id, key, window))
+        return pickle.dumps(log, protocol=pickle.HIGHEST_PROTOCOL)
 
     def apply_changes(self, changes: bytes) -> None:
         """Replay a batch's changes (from take_changes) without logging them again."""
@@ -128,8 +137,11 @@ def plain_state(window: Any) -> Any:
     return (window.times, window.values) if type(window) is ExactWindow else window
 
 
-def _exact_window_change(_op: str, rule_id: int, key: str, window: ExactWindow) -> Change:
-    """An exact window's put as it is logged: what changed since it was last logged."""
+def _window_change(rule_id: int, key: str, window: Any) -> Change:
+    """A window's put as it is logged: for an exact window, what changed since it was last
+    logged."""
+    if type(window) is not ExactWindow:
+        return (_PUT_WINDOW, rule_id, key, window)
     delta = window.take_log_delta()
     if delta is None:
         return (_PUT_WINDOW, rule_id, key, (window.times, window.values))

@@ -106,6 +106,28 @@ def test_replaying_changes_gives_the_same_store():
     assert (copy.by_rule, copy.seen, copy.meta) == (store.by_rule, store.seen, store.meta)
 
 
+def test_puts_logged_as_final_values_replay_around_removals():
+    """Window puts are logged once, as they are at the end, after the batch's removals: a
+    window removed after its put stays removed, one put again after a removal comes back with
+    its last value, and untouched windows keep theirs."""
+    store = LoggedStore()
+    replica = LoggedStore.restore(None)
+    for rule_id, key in ((1, "a"), (1, "b"), (2, "a"), (3, "c")):
+        store.put_window(rule_id, key, ExactWindow([1], ["1"]))
+    replica.apply_changes(store.take_changes())
+    store.put_window(1, "a", ExactWindow([2], ["2"]))
+    store.delete_window(1, "a")  # put, then removed: stays removed
+    store.put_window(2, "a", ExactWindow([3], ["3"]))
+    store.delete_rule_windows(2)
+    store.put_window(2, "a", ExactWindow([4], ["4"]))  # removed, then put again
+    store.put_window(2, "a", ExactWindow([5], ["5"]))  # ... twice: the last value counts
+    store.clear_windows()
+    store.put_window(3, "c", ExactWindow([6], ["6"]))  # cleared, then put again
+    store.put_window(1, "b", ExactWindow([7], ["7"]))
+    replica.apply_changes(store.take_changes())
+    assert replica.by_rule == store.by_rule == {3: {"c": ([6], ["6"])}, 1: {"b": ([7], ["7"])}}
+
+
 def test_a_missing_change_file_is_an_error_that_says_what_to_do(tmp_path):
     files = EngineStateFiles(str(tmp_path / "cp"))
     files.write_changes(0, LoggedStore().take_changes())
