@@ -152,16 +152,14 @@ def run_engine(transactions: list[dict[str, Any]], bucket_ms: int, batch: int
 
 def engine_state(store: MemoryStore) -> dict[str, Any]:
     """Pickled bytes and entries per (rule, key) window, per rule and overall. The windows
-    of a MemoryStore(pickled=True) are their pickles; those of another store (the driver
-    sink's LoggedStore) are objects, measured pickled as a snapshot holds them."""
+    of a MemoryStore(pickled=True) are their pickles, those of the driver sink's LoggedStore
+    objects; both are measured pickled as a snapshot holds them (plain lists)."""
     per_rule: dict[int, list[tuple[int, int]]] = defaultdict(list)
     for rule_id, keys in store.by_rule.items():
         for stored in keys.values():
-            if store.pickled:
-                blob, window = stored, pickle.loads(stored)
-            else:
-                blob = pickle.dumps(plain_state(stored), protocol=pickle.HIGHEST_PROTOCOL)
-                window = stored
+            window = pickle.loads(stored) if store.pickled else stored
+            # measured as persisted: an exact window as its plain (times, values) lists
+            blob = pickle.dumps(plain_state(window), protocol=pickle.HIGHEST_PROTOCOL)
             per_rule[rule_id].append((len(blob), window_size(window)))
     everything = [pair for pairs in per_rule.values() for pair in pairs]
     seen_bytes = len(pickle.dumps(store.seen, protocol=pickle.HIGHEST_PROTOCOL))
