@@ -36,8 +36,16 @@ class EngineStateFiles:
         self.filesystem, self.folder = _filesystem(checkpoint)
         self.filesystem.create_dir(self.folder, recursive=True)
 
+    @property
+    def local_folder(self) -> str | None:
+        """The folder as a local path, when the checkpoint is on the local file system."""
+        return self.folder if isinstance(self.filesystem, pafs.LocalFileSystem) else None
+
+    def _temporary(self, name: str) -> str:
+        return f"{self.folder}/.{name}.tmp"
+
     def _write(self, name: str, data: bytes) -> None:
-        temporary = f"{self.folder}/.{name}.tmp"
+        temporary = self._temporary(name)
         with self.filesystem.open_output_stream(temporary) as out:
             out.write(data)
         self.filesystem.move(temporary, f"{self.folder}/{name}")
@@ -57,6 +65,26 @@ class EngineStateFiles:
     def write_snapshot(self, batch_id: int, snapshot: bytes) -> None:
         """Store the state after `batch_id` (a committed batch), then drop what it replaces."""
         self._write(f"{SNAPSHOT}{batch_id}", snapshot)
+        self._prune(batch_id)
+
+    def snapshot_temporary(self, batch_id: int) -> str:
+        """Where a snapshot written by other means (see background_snapshots) goes first."""
+        return self._temporary(f"{SNAPSHOT}{batch_id}")
+
+    def publish_snapshot(self, batch_id: int) -> None:
+        """Give a snapshot written to snapshot_temporary() its name, then drop what it
+        replaces."""
+        final = f"{self.folder}/{SNAPSHOT}{batch_id}"
+        self.filesystem.move(self.snapshot_temporary(batch_id), final)
+        self._prune(batch_id)
+
+    def discard_snapshot(self, batch_id: int) -> None:
+        """Remove what a failed snapshot left at snapshot_temporary(), if anything."""
+        temporary = self.snapshot_temporary(batch_id)
+        if self.filesystem.get_file_info(temporary).type != pafs.FileType.NotFound:
+            self.filesystem.delete_file(temporary)
+
+    def _prune(self, batch_id: int) -> None:
         for old in self._batches(SNAPSHOT):
             if old < batch_id:
                 self.filesystem.delete_file(f"{self.folder}/{SNAPSHOT}{old}")

@@ -6,8 +6,9 @@ transactions per second and ~0.5 s per batch. Here the query is stateless (sourc
 watermark, foreachBatch) and the engine keeps its state in the driver's memory between batches,
 evaluating ~14,000 transactions/s on one core. Durability comes from the query's checkpoint:
 each batch's state changes are written there (engine_state_files) before the batch's
-`fraud_alerts` commit, with a snapshot every `fraud.snapshot_every` committed batches; a
-restarted job rebuilds the state of the last committed batch and Spark replays the next one.
+`fraud_alerts` commit, with a snapshot every `fraud.snapshot_every` committed batches (taken
+in a forked child: background_snapshots); a restarted job rebuilds the state of the last
+committed batch and Spark replays the next one.
 The trade-off: state must fit in the driver's memory, and evaluation does not scale out.
 Outputs, ordering and exactly-once are the same as the sharded path's (same engine, same
 arrival order, the same watermark from the offset log, the same sink).
@@ -27,6 +28,7 @@ from spark_jobs.config import Settings
 from spark_jobs.contracts import TABLE_FRAUD_ALERTS, TOPIC_FRAUD_ALERTS
 from spark_jobs.fraud.changelog import LoggedStore
 from spark_jobs.fraud.engine import FraudEngine
+from spark_jobs.jobs.background_snapshots import BackgroundSnapshots
 from spark_jobs.jobs.checkpoint import batch_watermark_ms
 from spark_jobs.jobs.engine_state_files import EngineStateFiles
 from spark_jobs.jobs.fraud_rules import FraudAlertsSink, alert_key
@@ -79,6 +81,7 @@ class FraudDriverSink(FraudAlertsSink):
         self.settings = settings
         self.checkpoint = settings.lake.checkpoint("fraud_rules")
         self._files: EngineStateFiles | None = None
+        self._snapshots: BackgroundSnapshots | None = None
         self._engine: FraudEngine | None = None
         self._store: LoggedStore | None = None
         self._applied: int | None = None  # the batch the in-memory state is the state after
@@ -90,6 +93,12 @@ class FraudDriverSink(FraudAlertsSink):
         if self._files is None:
             self._files = EngineStateFiles(self.checkpoint)
         return self._files
+
+    @property
+    def snapshots(self) -> BackgroundSnapshots:
+        if self._snapshots is None:
+            self._snapshots = BackgroundSnapshots(self.files)
+        return self._snapshots
 
     def _state_after(self, batch_id: int) -> FraudEngine:
         """The engine as it was after `batch_id` (-1: empty): kept in memory from batch to
@@ -108,11 +117,14 @@ class FraudDriverSink(FraudAlertsSink):
 
     def _maybe_snapshot(self, committed: int) -> None:
         """Replace the change files up to `committed` (a batch Spark has committed) by a
-        snapshot, every `fraud.snapshot_every` batches."""
+        snapshot, every `fraud.snapshot_every` batches, written in the background."""
+        snapshots = self.snapshots
+        if snapshots.poll() is not None or snapshots.in_flight is not None:
+            return
         if committed - self._snapshot_of >= self.settings.fraud.snapshot_every:
             assert self._store is not None
-            self.files.write_snapshot(committed, self._store.snapshot())
-            self._snapshot_of = committed
+            snapshots.start(committed, self._store.snapshot)
+            self._snapshot_of = committed  # a failed one is retried snapshot_every later
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         table = batch.toArrow()
@@ -138,6 +150,12 @@ class FraudDriverSink(FraudAlertsSink):
 
         self.deliver(outputs, batch_id, before_commit=persist, sent_alerts=alerts)
         settle_garbage_collector(batch_id)
+
+    def close(self) -> None:
+        """Let a snapshot in flight finish (and publish it) before the job ends."""
+        if self._snapshots is not None:
+            self._snapshots.close()
+        super().close()
 
     def evaluate(self, engine: FraudEngine, table: pa.Table, watermark: int,
                  alerts: Publisher | None = None) -> pa.Table:

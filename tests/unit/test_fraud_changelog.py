@@ -188,3 +188,63 @@ def test_exact_windows_are_logged_by_their_changes_and_replay_to_the_same_entrie
             replica.apply_changes(changes)
             assert replica.get_window(1, "{payeeId=1}") == window, step
     assert deltas > 20
+
+
+def _store_after(batches: list[list[tuple[str, str]]], files: EngineStateFiles
+                 ) -> tuple[LoggedStore, FraudEngine]:
+    store = LoggedStore()
+    engine = FraudEngine(store)
+    for batch_id, batch in enumerate(batches):
+        _run(engine, batch, 9_000 * batch_id)
+        files.write_changes(batch_id, store.take_changes())
+    return store, engine
+
+
+def test_a_background_snapshot_is_the_state_when_it_started(tmp_path):
+    """The forked child pickles the state as it was at start(), whatever the engine does
+    meanwhile; poll() publishes it and prunes the change files it replaces."""
+    from spark_jobs.jobs.background_snapshots import BackgroundSnapshots
+
+    files = EngineStateFiles(str(tmp_path / "cp"))
+    batches = _batches(5)
+    store, engine = _store_after(batches[:10], files)
+    expected = pickle.loads(store.snapshot())
+    snapshots = BackgroundSnapshots(files)
+    snapshots.start(9, store.snapshot)
+    assert snapshots.in_flight == 9
+    with pytest.raises(RuntimeError, match="still being written"):
+        snapshots.start(9, store.snapshot)
+    for batch_id in range(10, 14):  # the parent goes on meanwhile
+        _run(engine, batches[batch_id], 9_000 * batch_id)
+        files.write_changes(batch_id, store.take_changes())
+    assert snapshots.poll(wait=True) == 9
+    assert snapshots.in_flight is None and snapshots.poll() is None
+    snapshot, changes, base = files.state_after(13)
+    assert base == 9 and len(changes) == 4
+    assert snapshot is not None and pickle.loads(snapshot) == expected
+    assert sorted(p.name for p in (tmp_path / "cp" / "engine").iterdir()) == [
+        "changes-10", "changes-11", "changes-12", "changes-13", "snapshot-9"]
+    rebuilt = LoggedStore.restore(snapshot)
+    for change in changes:
+        rebuilt.apply_changes(change)
+    assert (rebuilt.by_rule, rebuilt.seen, rebuilt.meta) == (store.by_rule, store.seen,
+                                                             store.meta)
+
+
+def test_a_failed_background_snapshot_leaves_the_change_files(tmp_path):
+    from spark_jobs.jobs.background_snapshots import BackgroundSnapshots
+
+    files = EngineStateFiles(str(tmp_path / "cp"))
+    store, _ = _store_after(_batches(6)[:4], files)
+
+    def failing() -> bytes:
+        raise MemoryError("no room")
+
+    snapshots = BackgroundSnapshots(files)
+    snapshots.start(3, failing)
+    assert snapshots.poll(wait=True) is None
+    assert sorted(p.name for p in (tmp_path / "cp" / "engine").iterdir()) == [
+        "changes-0", "changes-1", "changes-2", "changes-3"]
+    snapshots.start(3, store.snapshot)  # a later one succeeds
+    snapshots.close()
+    assert files.state_after(3)[2] == 3
