@@ -83,6 +83,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--limit", type=int, default=200_000,
                         help="jobs.max_records_per_trigger (default 200000)")
     parser.add_argument("--bucket", default="0", help="fraud.bucket (default 0: exact)")
+    parser.add_argument("--linger-ms", type=int, default=None,
+                        help="linger.ms of the traffic's producer (default: the project's, 5):"
+                             " the embedded broker slows down with the number of record"
+                             " batches per partition (README, Platform findings)")
+    parser.add_argument("--snapshot-every", type=int, default=None,
+                        help="fraud.snapshot_every (default: the job's, 500 batches)")
     parser.add_argument("--drain", type=float, default=120.0,
                         help="after the traffic, wait at most this long for the job to catch up")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
@@ -204,22 +210,28 @@ def unread(jobs: RunningJobs, settings: Settings) -> int:
 
 
 def _produce_child(settings: Settings, rate: float, seconds: float, first_id: int,
-                   results: Any) -> None:
+                   results: Any, linger_ms: int | None = None) -> None:
+    from spark_jobs.kafka.producer import make_producer
+
     try:
+        extra = {} if linger_ms is None else {"linger.ms": linger_ms}
         report = produce_transactions(settings, rate, seconds,
-                                      TransactionSpec(first_id=first_id))
+                                      TransactionSpec(first_id=first_id),
+                                      producer=make_producer(settings.kafka, **extra))
         results.put(("ok", report.as_dict()))
     except BaseException as exc:  # reported by the parent
         results.put(("error", repr(exc)))
 
 
 def run_traffic(jobs: RunningJobs, settings: Settings, rate: float, seconds: float,
-                rule_update_at: float | None = None) -> dict[str, Any]:
+                rule_update_at: float | None = None, linger_ms: int | None = None
+                ) -> dict[str, Any]:
     """Send the traffic from a separate process (the driver's Python stays free for the
     sink), watching the query; returns the producer's report."""
     context = multiprocessing.get_context("spawn")
     results = context.Queue()
-    child = context.Process(target=_produce_child, args=(settings, rate, seconds, 1, results),
+    child = context.Process(target=_produce_child,
+                            args=(settings, rate, seconds, 1, results, linger_ms),
                             name="fraud-traffic", daemon=True)
     child.start()
     started = time.monotonic()
@@ -359,7 +371,9 @@ def spark_conf(args: argparse.Namespace) -> dict[str, str]:
 def overrides_of(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "jobs": {"trigger": args.trigger, "max_records_per_trigger": args.limit},
-        "fraud": {"shards": args.shards, "bucket": args.bucket, "state": args.state},
+        "fraud": {"shards": args.shards, "bucket": args.bucket, "state": args.state,
+                  **({} if args.snapshot_every is None
+                     else {"snapshot_every": args.snapshot_every})},
         "spark": {"conf": spark_conf(args)},
     }
 
@@ -376,7 +390,8 @@ def run_rate(spark: Any, args: argparse.Namespace, rate: float) -> dict[str, Any
                                "rules read")
             # the rules topic holds transactions back until it has been idle this long
             time.sleep(settings.fraud.idle_timeout_ms / 1000 + 2)
-            traffic = run_traffic(jobs, settings, rate, args.seconds, args.rule_update_at)
+            traffic = run_traffic(jobs, settings, rate, args.seconds, args.rule_update_at,
+                                  args.linger_ms)
             backlog_at_stop = unread(jobs, settings)
             try:
                 drain_s = round(wait_for(lambda: unread(jobs, settings) == 0, jobs, args.drain,
@@ -479,6 +494,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                    "trigger": args.trigger, "shards": args.shards, "partitions": args.partitions,
                    "limit": args.limit, "bucket": args.bucket, "label": args.label,
                    "conf": spark_conf(args), "rule_update_at": args.rule_update_at,
+                   "linger_ms": args.linger_ms, "snapshot_every": args.snapshot_every,
                    "rules": len(benchmark_rules()), "spec": TransactionSpec().__dict__},
         "runs": runs,
     }
