@@ -110,7 +110,7 @@ def _print_summary(queries: dict[str, Any], settings: Settings) -> None:
 
 def run_demo(settings: Settings, rate: float = 2000.0, seconds: float | None = None) -> int:
     from spark_jobs.broker import EmbeddedBroker
-    from spark_jobs.generator import TrafficSpec, produce
+    from spark_jobs.generator import TrafficSpec, live_traffic_producer, produce
     from spark_jobs.jobs.progress import ProgressFileListener
     from spark_jobs.jobs.runner import start_job
     from spark_jobs.metadata import add_ramps, read_ramps
@@ -144,7 +144,8 @@ def run_demo(settings: Settings, rate: float = 2000.0, seconds: float | None = N
         generator = threading.Thread(
             target=produce, name="generator", daemon=True,
             kwargs={"spec": spec, "settings": settings, "rate": rate, "progress": False,
-                    "loop": True, "stop_event": stop},
+                    "loop": True, "stop_event": stop,
+                "producer": live_traffic_producer(settings)},
         )
         generator.start()
 

@@ -681,6 +681,22 @@ def _make_producer(settings: Settings) -> Any:
     return make_producer(settings.kafka)
 
 
+# Endless paced traffic (the demo, the platform) goes out in batches of up to a second: the
+# embedded broker (Tansu's in-memory storage) gets slower with every record batch a partition
+# holds and stops serving the partition after ~20-30k batches (README, Platform findings).
+# With the default 5 ms linger a partition receiving 50 messages/s gets a batch per message
+# and stalls within minutes; with 1 s it gets ~1 batch/s, i.e. hours. The demo's event time
+# runs minutes behind the clock, so a second of batching changes nothing it shows.
+LIVE_TRAFFIC_LINGER_MS = 1_000
+
+
+def live_traffic_producer(settings: Settings) -> Any:
+    """The producer for endless paced traffic: the project's, batching up to a second."""
+    from spark_jobs.kafka.producer import make_producer
+
+    return make_producer(settings.kafka, **{"linger.ms": LIVE_TRAFFIC_LINGER_MS})
+
+
 class _Pacer:
     """Keeps message i at or after t0 + i / rate; sleeps only when >= 2 ms ahead (smooth)."""
 

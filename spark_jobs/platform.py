@@ -234,7 +234,7 @@ def _start_and_wait(settings: Settings, users: int, seconds: float | None, stack
     stop after Airflow so that the streaming_jobs DAG cannot start them again.
     """
     from spark_jobs.broker import EmbeddedBroker
-    from spark_jobs.generator import produce
+    from spark_jobs.generator import live_traffic_producer, produce
     from spark_jobs.snapshot import publish_for_run
 
     if uses_embedded_broker(settings):
@@ -267,7 +267,8 @@ def _start_and_wait(settings: Settings, users: int, seconds: float | None, stack
     generator = threading.Thread(
         target=produce, name="generator", daemon=True,
         kwargs={"spec": spec, "settings": settings, "rate": rate, "progress": False,
-                "loop": True, "stop_event": stop},
+                "loop": True, "stop_event": stop,
+                "producer": live_traffic_producer(settings)},
     )
     generator.start()
     stack.callback(_report_stopped, "traffic")
