@@ -43,6 +43,8 @@ class LoggedStore(MemoryStore):
         keys = self.by_rule.get(rule_id)
         if keys is None:
             keys = self.by_rule[rule_id] = {}
+        if type(window) is ExactWindow and keys.get(key) is not window:
+            window.forget_logged()  # new here: its changes are relative to nothing stored
         keys[key] = window
         self._dirty.add((rule_id, key))
 

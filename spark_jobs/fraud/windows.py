@@ -163,6 +163,10 @@ class ExactWindow:
         kept = logged - cut if logged > cut else 0
         return (cut, times[kept:], self.values[kept:])
 
+    def forget_logged(self) -> None:
+        """The change log must take the whole window next time (it is put somewhere new)."""
+        self._logged, self._cut = None, 0
+
     def apply_log_delta(self, cut: int, times: list[int], values: list[str]) -> None:
         """Replay a take_log_delta() on the window as the log had it."""
         del self.times[:cut]

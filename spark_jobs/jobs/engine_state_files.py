@@ -67,20 +67,25 @@ class EngineStateFiles:
         self._write(f"{SNAPSHOT}{batch_id}", snapshot)
         self._prune(batch_id)
 
-    def snapshot_temporary(self, batch_id: int) -> str:
-        """Where a snapshot written by other means (see background_snapshots) goes first."""
-        return self._temporary(f"{SNAPSHOT}{batch_id}")
+    def snapshot_temporary(self, batch_id: int, writer: int) -> str:
+        """Where process `writer` writes a snapshot first (see background_snapshots): a name
+        of its own, so two writers of one batch (an orphan of a killed driver and the
+        restarted one) never write into the same file."""
+        return self._temporary(f"{SNAPSHOT}{batch_id}.{writer}")
 
-    def publish_snapshot(self, batch_id: int) -> None:
-        """Give a snapshot written to snapshot_temporary() its name, then drop what it
-        replaces."""
+    def publish_snapshot(self, batch_id: int, writer: int) -> None:
+        """Give the snapshot process `writer` wrote its name, then drop what it replaces
+        (and what failed or orphaned snapshot writers left behind)."""
         final = f"{self.folder}/{SNAPSHOT}{batch_id}"
-        self.filesystem.move(self.snapshot_temporary(batch_id), final)
+        self.filesystem.move(self.snapshot_temporary(batch_id, writer), final)
         self._prune(batch_id)
+        for info in self.filesystem.get_file_info(pafs.FileSelector(self.folder)):
+            if info.base_name.startswith(f".{SNAPSHOT}") and info.base_name.endswith(".tmp"):
+                self.filesystem.delete_file(info.path)
 
-    def discard_snapshot(self, batch_id: int) -> None:
-        """Remove what a failed snapshot left at snapshot_temporary(), if anything."""
-        temporary = self.snapshot_temporary(batch_id)
+    def discard_snapshot(self, batch_id: int, writer: int) -> None:
+        """Remove what a failed snapshot writer left, if anything."""
+        temporary = self.snapshot_temporary(batch_id, writer)
         if self.filesystem.get_file_info(temporary).type != pafs.FileType.NotFound:
             self.filesystem.delete_file(temporary)
 

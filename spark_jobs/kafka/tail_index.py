@@ -45,7 +45,8 @@ EventTime = Callable[[Message], int]
 LOG = logging.getLogger("tideline.kafka")
 # Errors that mean the partition as the index knew it is gone (deleted, recreated, truncated).
 _LOST = frozenset({KafkaError.OFFSET_OUT_OF_RANGE, KafkaError.UNKNOWN_TOPIC_OR_PART,
-                   KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC})
+                   KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC,
+                   KafkaError._AUTO_OFFSET_RESET})
 
 
 class LogRewoundError(RuntimeError):
@@ -213,7 +214,9 @@ class TailIndex:
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
             "enable.partition.eof": True,
-            "auto.offset.reset": "latest",
+            # a position that became invalid is an error, never a silent jump past a gap
+            # (the index hands out kept records as complete ranges)
+            "auto.offset.reset": "error",
             "fetch.wait.max.ms": 5,
             "fetch.queue.backoff.ms": 1,
             "fetch.error.backoff.ms": 10,

@@ -3,6 +3,7 @@ an engine rebuilt from them after any batch behaves as the one that never stoppe
 
 from __future__ import annotations
 
+import gc
 import json
 import pickle
 import random
@@ -128,6 +129,22 @@ def test_puts_logged_as_final_values_replay_around_removals():
     assert replica.by_rule == store.by_rule == {3: {"c": ([6], ["6"])}, 1: {"b": ([7], ["7"])}}
 
 
+def test_a_window_object_put_back_after_its_removal_is_logged_whole():
+    """An exact window is logged by its changes only where the log already holds it: the
+    same object put back after a removal is logged in full (a store holds each window
+    object in one place; the engine never puts one object under two keys)."""
+    store, replica = LoggedStore(), LoggedStore.restore(None)
+    window = ExactWindow([1, 2], ["1", "2"])
+    store.put_window(1, "a", window)
+    replica.apply_changes(store.take_changes())
+    store.delete_window(1, "a")
+    window.add(3, Decimal(3))
+    store.put_window(1, "a", window)
+    replica.apply_changes(store.take_changes())
+    assert replica.by_rule == store.by_rule
+    assert replica.get_window(1, "a") == ([1, 2, 3], ["1", "2", "3"])
+
+
 def test_a_missing_change_file_is_an_error_that_says_what_to_do(tmp_path):
     files = EngineStateFiles(str(tmp_path / "cp"))
     files.write_changes(0, LoggedStore().take_changes())
@@ -209,8 +226,10 @@ def test_a_background_snapshot_is_the_state_when_it_started(tmp_path):
     batches = _batches(5)
     store, engine = _store_after(batches[:10], files)
     expected = pickle.loads(store.snapshot())
+    (tmp_path / "cp" / "engine" / ".snapshot-4.999999.tmp").write_bytes(b"an orphan's")
     snapshots = BackgroundSnapshots(files)
     snapshots.start(9, store.snapshot)
+    assert gc.isenabled(), "the parent collects again once the child is forked"
     assert snapshots.in_flight == 9
     with pytest.raises(RuntimeError, match="still being written"):
         snapshots.start(9, store.snapshot)
