@@ -62,7 +62,7 @@ class Sandbox:
 @contextmanager
 def sandbox(name: str) -> Iterator[Sandbox]:
     """A broker on a free port and a temporary folder; both are gone when the block ends."""
-    from spark_jobs.broker import EmbeddedBroker
+    from spark_jobs.local.broker import EmbeddedBroker
 
     with (
         tempfile.TemporaryDirectory(prefix=f"tideline-bench-{name}-") as folder,
@@ -133,7 +133,7 @@ def _close_producer(sink: Any) -> None:
 
 def start_jobs(spark: Any, settings: Settings, names: Sequence[str] = JOBS) -> RunningJobs:
     """Start the jobs as concurrent queries of one session, as the demo does."""
-    from spark_jobs.jobs.runner import start_job
+    from spark_jobs.streaming.runner import start_job
 
     jobs = RunningJobs({}, {})
     for name in names:
@@ -148,7 +148,7 @@ def start_jobs(spark: Any, settings: Settings, names: Sequence[str] = JOBS) -> R
 
 def offset_targets(kafka: KafkaSettings, topics: Sequence[str]) -> dict[str, int]:
     """End offsets keyed like the source's offsets: `p` for one topic, `topic/p` for several."""
-    from spark_jobs.kafka.admin import end_offsets
+    from spark_jobs.streaming.kafka.admin import end_offsets
 
     targets: dict[str, int] = {}
     for topic in topics:

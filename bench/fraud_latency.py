@@ -55,7 +55,7 @@ from bench.common import (
 )
 from spark_jobs.config import Settings
 from spark_jobs.contracts import FRAUD_TOPICS, TOPIC_FRAUD_ALERTS, TOPIC_RULES, TOPIC_TRANSACTIONS
-from spark_jobs.fraud_traffic import TransactionSpec, benchmark_rules, produce_transactions
+from spark_jobs.fraud.traffic import TransactionSpec, benchmark_rules, produce_transactions
 
 NAME = "fraud_latency"
 JOB = "fraud_rules"
@@ -161,15 +161,15 @@ class TimedSink:
 def start_timed_job(spark: Any, settings: Settings, available_now: bool = False
                     ) -> RunningJobs:
     """runner.start_job with the sink wrapped in TimedSink (same plan, checkpoint, trigger)."""
-    from spark_jobs.jobs.runner import start_job
+    from spark_jobs.streaming.runner import start_job
 
     query, sink = start_job(spark, settings, JOB, available_now, wrap_sink=TimedSink)
     return RunningJobs({JOB: query}, {JOB: sink})
 
 
 def send_rules(settings: Settings, at_ms: int | None = None, count: int = 10) -> int:
-    from spark_jobs.kafka.admin import ensure_topics
-    from spark_jobs.kafka.producer import make_producer, produce_all
+    from spark_jobs.streaming.kafka.admin import ensure_topics
+    from spark_jobs.streaming.kafka.producer import make_producer, produce_all
 
     ensure_topics(settings.kafka, FRAUD_TOPICS, settings.kafka.partitions)
     rules = benchmark_rules(count)
@@ -211,7 +211,7 @@ def unread(jobs: RunningJobs, settings: Settings) -> int:
 
 def _produce_child(settings: Settings, rate: float, seconds: float, first_id: int,
                    results: Any, linger_ms: int | None = None) -> None:
-    from spark_jobs.kafka.producer import make_producer
+    from spark_jobs.streaming.kafka.producer import make_producer
 
     try:
         extra = {} if linger_ms is None else {"linger.ms": linger_ms}
@@ -268,7 +268,7 @@ def run_traffic(jobs: RunningJobs, settings: Settings, rate: float, seconds: flo
 def alert_latencies(settings: Settings) -> tuple[np.ndarray, np.ndarray, int]:
     """(eventTime of the triggering transaction, latency ms) of every alert, and the count
     of distinct alerted transactions."""
-    from spark_jobs.kafka.topic_reader import read_all
+    from spark_jobs.streaming.kafka.topic_reader import read_all
 
     sent, latency, ids = [], [], set()
     for message in read_all(settings.kafka, TOPIC_FRAUD_ALERTS, timeout_s=60):
@@ -284,7 +284,7 @@ def check_timestamps(settings: Settings, sample: int = 20_000) -> dict[str, Any]
     checked on the first `sample` messages of every partition."""
     from confluent_kafka import TopicPartition
 
-    from spark_jobs.kafka.admin import end_offsets, offsets_consumer
+    from spark_jobs.streaming.kafka.admin import end_offsets, offsets_consumer
 
     ends = end_offsets(settings.kafka, TOPIC_TRANSACTIONS)
     consumer = offsets_consumer(settings.kafka)
@@ -470,7 +470,7 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from spark_jobs.spark_session import build_session
+    from spark_jobs.streaming.spark_session import build_session
 
     args = parse_args(argv)
     rates = [float(r) for r in args.rates.split(",") if r.strip()]

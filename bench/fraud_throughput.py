@@ -1,6 +1,6 @@
 """fraud_rules at saturation, and its state size per key in exact vs bucketed mode.
 
-Two parts over the same generated traffic (spark_jobs.fraud_traffic, ten benchmark rules,
+Two parts over the same generated traffic (spark_jobs.fraud.traffic, ten benchmark rules,
 event time advancing at `--event-rate` transactions per second, Kafka time = event time):
 
 1. The job (`--state`: `driver`, the default, one engine in the foreachBatch sink; or
@@ -60,15 +60,15 @@ from spark_jobs.contracts import (
     TOPIC_TRANSACTIONS,
 )
 from spark_jobs.durations import parse_duration_ms
-from spark_jobs.fraud.changelog import LoggedStore, plain_state
-from spark_jobs.fraud.engine import FraudEngine, MemoryStore, window_size
-from spark_jobs.fraud_traffic import (
+from spark_jobs.fraud.core.changelog import LoggedStore, plain_state
+from spark_jobs.fraud.core.engine import FraudEngine, MemoryStore, window_size
+from spark_jobs.fraud.jobs.engine_state_files import CHANGES, SNAPSHOT
+from spark_jobs.fraud.traffic import (
     TransactionSpec,
     benchmark_rules,
     generate_transactions,
     transaction_text,
 )
-from spark_jobs.jobs.engine_state_files import CHANGES, SNAPSHOT
 
 NAME = "fraud_throughput"
 LATENESS = "2m"  # the fraud.lateness default
@@ -193,8 +193,8 @@ def _sizes(pairs: list[tuple[int, int]]) -> dict[str, Any]:
 
 
 def preload(settings: Settings, transactions: list[dict[str, Any]]) -> dict[str, Any]:
-    from spark_jobs.kafka.admin import ensure_topics
-    from spark_jobs.kafka.producer import make_producer, produce_all
+    from spark_jobs.streaming.kafka.admin import ensure_topics
+    from spark_jobs.streaming.kafka.producer import make_producer, produce_all
 
     ensure_topics(settings.kafka, FRAUD_TOPICS, settings.kafka.partitions)
     producer = make_producer(settings.kafka)
@@ -267,7 +267,7 @@ def driver_state(sink: Any) -> dict[str, Any]:
 def published_alerts(settings: Settings) -> dict[str, int]:
     """The alert messages in the job's Kafka topic, and their distinct keys (rule, transaction):
     a duplicate alert would show as more messages than keys."""
-    from spark_jobs.kafka.topic_reader import read_all
+    from spark_jobs.streaming.kafka.topic_reader import read_all
 
     messages = read_all(settings.kafka, TOPIC_FRAUD_ALERTS, timeout_s=60)
     return {"messages": len(messages), "distinct_keys": len({m.key for m in messages})}
@@ -502,7 +502,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from pathlib import Path
 
         from bench.common import Sandbox
-        from spark_jobs.spark_session import build_session
+        from spark_jobs.streaming.spark_session import build_session
 
         job_traffic = traffic(args.spark_transactions, rates[0], start_ms)
         with tempfile.TemporaryDirectory(prefix=f"tideline-bench-{NAME}-") as folder:

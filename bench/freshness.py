@@ -57,7 +57,7 @@ from spark_jobs.contracts import (
     TABLE_RAW_ACTIVATIONS,
     TABLE_RAW_EVENTS,
 )
-from spark_jobs.generator import GenerationReport, TrafficSpec, generate
+from spark_jobs.experiments.traffic import GenerationReport, TrafficSpec, generate
 
 NAME = "freshness"
 EXPERIMENTS = {
@@ -110,9 +110,9 @@ def real_time_rate(spec: TrafficSpec) -> float:
 def load_ramps(settings: Settings, spec: TrafficSpec, minutes: float) -> int:
     """Ramps for every cycle the run can reach, shifted RAMP_LEAD_IN periods earlier, and a
     snapshot holding them all (as the demo does); returns the number of rows."""
-    from spark_jobs.domain.periods import RampRow
-    from spark_jobs.metadata import add_ramps
-    from spark_jobs.snapshot import publish_snapshot
+    from spark_jobs.experiments.admin.metadata import add_ramps
+    from spark_jobs.experiments.admin.snapshot import publish_snapshot
+    from spark_jobs.experiments.core.periods import RampRow
 
     window = spec.window_ms
     lead_in = math.ceil(RAMP_LEAD_IN * spec.period_ms / window) * window
@@ -137,7 +137,7 @@ class LiveGenerator:
         )
 
     def _run(self, spec: TrafficSpec, settings: Settings, rate: float) -> None:
-        from spark_jobs.generator import produce
+        from spark_jobs.experiments.traffic import produce
 
         try:
             self.report = produce(spec, settings, rate, progress=False, loop=True,
@@ -207,7 +207,7 @@ def run_live(
     settings: Settings, spec: TrafficSpec, rate: float, minutes: float, drain_s: float
 ) -> dict[str, Any]:
     """Jobs up first, then the generator for `minutes`, then let the jobs drain."""
-    from spark_jobs.spark_session import build_session
+    from spark_jobs.streaming.spark_session import build_session
 
     clock = Stopwatch()
     spark = build_session(settings, app_name="tideline-bench-freshness")
@@ -267,7 +267,7 @@ def _sleep_watching(jobs: RunningJobs, seconds: float) -> None:
 
 def window_first_rows(settings: Settings) -> pd.Series:
     """Per window_end: epoch ms of the earliest updated_at among its rows (its final row)."""
-    from spark_jobs.lake.delta import read_arrow, table_exists
+    from spark_jobs.streaming.lake.delta import read_arrow, table_exists
 
     uri = settings.lake.table(TABLE_EXPERIMENT_METRICS)
     if not table_exists(uri):  # no window closed during the run
@@ -280,7 +280,7 @@ def window_first_rows(settings: Settings) -> pd.Series:
 def commit_times_ms(settings: Settings) -> np.ndarray:
     """Commit timestamps of the metrics table's data commits, ascending: when a row whose
     updated_at was stamped just before its MERGE became visible to readers."""
-    from spark_jobs.lake.delta import load_table
+    from spark_jobs.streaming.lake.delta import load_table
 
     table = load_table(settings.lake.table(TABLE_EXPERIMENT_METRICS))
     history = [] if table is None else table.history()
@@ -291,7 +291,7 @@ def commit_times_ms(settings: Settings) -> np.ndarray:
 def arrivals(settings: Settings) -> tuple[np.ndarray, np.ndarray]:
     """(ts, kafka_timestamp) of every accepted record, by ts: the records that move the
     metrics job's watermark, with when each arrived."""
-    from spark_jobs.lake.delta import read_arrow
+    from spark_jobs.streaming.lake.delta import read_arrow
 
     columns = ["ts", "kafka_timestamp"]
     both = pd.concat([
@@ -314,7 +314,7 @@ def freshness(settings: Settings) -> dict[str, Any]:
     """Percentiles (ms) of freshness, split into the wait imposed by event time (until a
     record with ts >= window end + lateness arrived) and the pipeline's overhead after it;
     also the event-time floor and the freshness to the commit that made the row visible."""
-    from spark_jobs.lake.delta import read_arrow
+    from spark_jobs.streaming.lake.delta import read_arrow
 
     events = read_arrow(settings.lake.table(TABLE_RAW_EVENTS),
                         columns=["ts", "kafka_timestamp"]).to_pandas()

@@ -54,8 +54,8 @@ from spark_jobs.contracts import (
     TOPIC_ACTIVATIONS,
     TOPIC_EVENTS,
 )
-from spark_jobs.domain.user_metrics import MetricParams, UserMetricsState
-from spark_jobs.generator import HOUR_MS, TrafficSpec, generate
+from spark_jobs.experiments.core.user_metrics import MetricParams, UserMetricsState
+from spark_jobs.experiments.traffic import HOUR_MS, TrafficSpec, generate
 
 NAME = "pipeline_throughput"
 DURATION_MS = 3 * HOUR_MS  # 4.5 periods of 40 min, 36 windows of 5 min
@@ -106,11 +106,11 @@ def workload_spec(settings: Settings, messages: int, users: int | None) -> Traff
 
 def preload(spec: TrafficSpec, settings: Settings) -> dict[str, Any]:
     """Fill the input topics, load the ramps and publish the snapshot; returns the mix."""
-    from spark_jobs.domain.periods import RampRow
-    from spark_jobs.generator import produce
-    from spark_jobs.kafka.admin import ensure_topics
-    from spark_jobs.metadata import add_ramps
-    from spark_jobs.snapshot import publish_snapshot
+    from spark_jobs.experiments.admin.metadata import add_ramps
+    from spark_jobs.experiments.admin.snapshot import publish_snapshot
+    from spark_jobs.experiments.core.periods import RampRow
+    from spark_jobs.experiments.traffic import produce
+    from spark_jobs.streaming.kafka.admin import ensure_topics
 
     ensure_topics(settings.kafka, EXPERIMENT_TOPICS, settings.kafka.partitions)
     report = produce(spec, settings, progress=False)
@@ -131,7 +131,7 @@ def preload(spec: TrafficSpec, settings: Settings) -> dict[str, Any]:
 
 def release_ramp(spec: TrafficSpec) -> Any:
     """A bench-only experiment whose period holds the release records' event time."""
-    from spark_jobs.domain.periods import RampRow
+    from spark_jobs.experiments.core.periods import RampRow
 
     ramp_ts = spec.start_ms + spec.duration_ms - spec.period_ms // 2
     return RampRow(RELEASE_EXPERIMENT, "control", ramp_ts, 100.0, True)
@@ -148,7 +148,7 @@ def release_records(spec: TrafficSpec, settings: Settings) -> dict[str, Any]:
     One record of a bench-only user and experiment at the same final event time in each
     topic lets everything through at once.
     """
-    from spark_jobs.kafka.producer import make_producer, produce_all
+    from spark_jobs.streaming.kafka.producer import make_producer, produce_all
 
     user = spec.user_id(spec.n_users + spec.n_spammers)  # after every generated user
     ts = spec.start_ms + spec.duration_ms - 1
@@ -184,7 +184,7 @@ class PipelineRun:
 
 def run_pipeline(settings: Settings, timeout_s: float) -> PipelineRun:
     """Start the session (not timed), then the three queries (timed) until they drain."""
-    from spark_jobs.spark_session import build_session
+    from spark_jobs.streaming.spark_session import build_session
 
     clock = Stopwatch()
     spark = build_session(settings, app_name="tideline-bench-throughput")
@@ -306,7 +306,7 @@ class Replay:
 def clean_rows(settings: Settings) -> list[tuple[int, int, Any]]:
     """What experiment_metrics read, from raw_events/raw_activations (the filters write the
     same rows to Delta and Kafka): (ts, user, event_type | activation fields), by ts."""
-    from spark_jobs.lake.delta import read_arrow
+    from spark_jobs.streaming.lake.delta import read_arrow
 
     events = read_arrow(settings.lake.table(TABLE_RAW_EVENTS),
                         columns=["ts", "user_id", "event_type"]).to_pydict()
@@ -395,7 +395,7 @@ def replay(
 
 def python_ceiling(settings: Settings) -> dict[str, Any]:
     """Rows/s of the per-user logic alone, in memory and with the state store's pickling."""
-    from spark_jobs.jobs.experiment_metrics import metric_params
+    from spark_jobs.experiments.jobs.experiment_metrics import metric_params
 
     rows = clean_rows(settings)
     params = metric_params(settings)
@@ -411,7 +411,7 @@ def python_ceiling(settings: Settings) -> dict[str, Any]:
 
 def filtered_counts(settings: Settings) -> dict[str, int]:
     """Rows the filters accepted and the records routed to dead letters."""
-    from spark_jobs.lake.delta import load_table
+    from spark_jobs.streaming.lake.delta import load_table
 
     counts = {}
     for table in (TABLE_RAW_EVENTS, TABLE_RAW_ACTIVATIONS, TABLE_DEAD_LETTERS):

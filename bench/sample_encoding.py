@@ -1,6 +1,6 @@
 """Training samples on the wire: bytes per sample for JSON and Avro under each Kafka codec.
 
-The same N samples (built from `spark_jobs.samples_traffic` views: the spec's shape, the
+The same N samples (built from `spark_jobs.samples.traffic` views: the spec's shape, the
 view's context as a JSON string, labels drawn with the generator's engagement rates,
 window_ms for Avro v2) are produced to a fresh broker (bench.common.sandbox) once per
 (encoding, codec, micro-batch size), each run with a new producer configured as the job's:
@@ -8,7 +8,7 @@ the project defaults (idempotent, acks=all, murmur2 keyed by user_id, topic with
 kafka.partitions partitions), linger.ms 10, default batch.size, and a flush after every
 `chunk` samples, because the job produces one micro-batch's samples and then flushes (no
 Kafka batch spans two micro-batches). JSON is orjson of the sample; Avro is the Confluent
-wire format of `spark_jobs.encoding.sample_avro` (5-byte header included).
+wire format of `spark_jobs.samples.encoding.sample_avro` (5-byte header included).
 
 What is measured: librdkafka's own counter of bytes written to broker sockets (statistics
 `tx_bytes`), from just before the first sample to after the last acknowledgement, divided
@@ -37,8 +37,8 @@ import orjson
 
 from bench.common import bench_settings, machine_info, publish_result, sandbox
 from spark_jobs.config import Settings
-from spark_jobs.encoding.sample_avro import DEFAULT_SIGNALS, SampleDecoder, SampleEncoder
-from spark_jobs.samples_traffic import SamplesTrafficSpec, generate_views
+from spark_jobs.samples.encoding.sample_avro import DEFAULT_SIGNALS, SampleDecoder, SampleEncoder
+from spark_jobs.samples.traffic import SamplesTrafficSpec, generate_views
 
 NAME = "sample_encoding"
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
@@ -155,8 +155,8 @@ class _Stats:
 def wire_run(settings: Settings, topic: str, codec: str, keys: list[str],
              values: list[bytes], chunk: int) -> dict[str, Any]:
     """Produce `values` in micro-batches of `chunk` (flush after each) and measure."""
-    from spark_jobs.kafka.admin import ensure_topics
-    from spark_jobs.kafka.producer import make_producer
+    from spark_jobs.streaming.kafka.admin import ensure_topics
+    from spark_jobs.streaming.kafka.producer import make_producer
 
     ensure_topics(settings.kafka, [topic], settings.kafka.partitions)
     stats = _Stats(topic)

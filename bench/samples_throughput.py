@@ -1,7 +1,7 @@
 """training_samples at saturation, and the size of its state per pending view.
 
 A fresh broker is pre-loaded with `--views` views and their engagements from the seeded
-generator (spark_jobs.samples_traffic.generate_traffic: Kafka order is event order shuffled
+generator (spark_jobs.samples.traffic.generate_traffic: Kafka order is event order shuffled
 within `--max-disorder`, Kafka timestamp = event time), then one clock view of a bench-only
 user, window + lateness after the last event time, so that the watermark passes every
 window (as tests/integration/test_training_samples_job.py does). For each `--limits` value
@@ -70,9 +70,9 @@ from spark_jobs.contracts import (
     TOPIC_TRAINING_SAMPLES,
     TOPIC_VIEWS,
 )
-from spark_jobs.samples.joiner import JoinParameters, UserJoinState, add_records, advance
-from spark_jobs.samples.records import Engagement, Source, View, parse_engagement, parse_view
-from spark_jobs.samples_traffic import Record, SamplesTrafficSpec, generate_traffic
+from spark_jobs.samples.core.joiner import JoinParameters, UserJoinState, add_records, advance
+from spark_jobs.samples.core.records import Engagement, Source, View, parse_engagement, parse_view
+from spark_jobs.samples.traffic import Record, SamplesTrafficSpec, generate_traffic
 
 NAME = "samples_throughput"
 JOB = "training_samples"
@@ -140,8 +140,8 @@ def workload(spec: SamplesTrafficSpec, views: int, samples: SamplesSettings
 
 def preload(settings: Settings, records: list[Record]) -> float:
     """Every record into its topic in Kafka order; returns the seconds it took."""
-    from spark_jobs.kafka.admin import ensure_topics
-    from spark_jobs.kafka.producer import make_producer, produce_all
+    from spark_jobs.streaming.kafka.admin import ensure_topics
+    from spark_jobs.streaming.kafka.producer import make_producer, produce_all
 
     ensure_topics(settings.kafka, SAMPLES_TOPICS, settings.kafka.partitions)
     clock = Stopwatch()
@@ -159,7 +159,7 @@ def preload(settings: Settings, records: list[Record]) -> float:
 def partitions_as_read(settings: Settings) -> dict[str, list[Any]]:
     """The input topics read back: per source offset key (`topic/p`) its messages by offset,
     so that the replay takes exactly the ranges each batch read."""
-    from spark_jobs.kafka.topic_reader import read_all
+    from spark_jobs.streaming.kafka.topic_reader import read_all
 
     found: dict[str, list[Any]] = defaultdict(list)
     for topic in (TOPIC_VIEWS, TOPIC_ENGAGEMENTS):
@@ -248,8 +248,8 @@ class JobRun:
 def run_job(settings: Settings, timeout_s: float, state_batch_of: Any) -> JobRun:
     """Start the session (not timed), then the job (timed) until it stops by itself; then
     read back the value state at the batch `state_batch_of(progresses)` names."""
-    from spark_jobs.jobs.runner import start_job
-    from spark_jobs.spark_session import build_session
+    from spark_jobs.streaming.runner import start_job
+    from spark_jobs.streaming.spark_session import build_session
 
     clock = Stopwatch()
     spark = build_session(settings, app_name=f"tideline-bench-{NAME}")
@@ -288,7 +288,7 @@ def source_probe(spark: Any, settings: Settings) -> dict[str, Any]:
     the shuffle and transformWithState. What is left of the plan's time is theirs."""
     from pyspark.sql import functions as F
 
-    from spark_jobs.kafka.batch_reader import read_topic_batch
+    from spark_jobs.streaming.kafka.batch_reader import read_topic_batch
 
     clock = Stopwatch()
     raw = read_topic_batch(spark, settings.kafka, (TOPIC_VIEWS, TOPIC_ENGAGEMENTS))
@@ -556,8 +556,8 @@ def throughput(rows: list[dict[str, Any]], wall_s: float, warmup: int, limit: in
 def sample_check(settings: Settings, expected: int, sink_samples: int, replay_samples: int
                  ) -> dict[str, Any]:
     """Samples in the sink, the Delta table (distinct ids) and the topic vs distinct views."""
-    from spark_jobs.kafka.admin import end_offsets
-    from spark_jobs.lake.delta import read_arrow
+    from spark_jobs.streaming.kafka.admin import end_offsets
+    from spark_jobs.streaming.lake.delta import read_arrow
 
     ids = read_arrow(settings.lake.table(TABLE_TRAINING_SAMPLES), columns=["sample_id"])
     table_rows = ids.num_rows

@@ -31,9 +31,9 @@ from airflow.sdk import (
 )
 
 from spark_jobs.config import load_settings
-from spark_jobs.orchestration.callbacks import alert_on_failure
-from spark_jobs.orchestration.runs import DAY_PARAM, run_day, run_url, validation_start
-from spark_jobs.validation.cases import CASES
+from spark_jobs.control.orchestration.callbacks import alert_on_failure
+from spark_jobs.control.orchestration.runs import DAY_PARAM, run_day, run_url, validation_start
+from spark_jobs.experiments.validation.cases import CASES
 
 
 @dag(
@@ -58,7 +58,7 @@ def daily_validation() -> None:
                  on_failure_callback=alert_on_failure)
     def wait_for_day_closed(**context: Any) -> PokeReturnValue:
         """Wait until the streaming job has closed the day's last window (its watermark)."""
-        from spark_jobs.validation.readiness import day_closed
+        from spark_jobs.experiments.validation.readiness import day_closed
 
         ready, why = day_closed(load_settings(), run_day(context))
         print(why)
@@ -68,7 +68,7 @@ def daily_validation() -> None:
     @task(max_active_tis_per_dag=1, on_failure_callback=alert_on_failure)
     def recompute(**context: Any) -> str:
         """spark-submit the batch recomputation of the run's day; returns the day."""
-        from spark_jobs.batch.submit import submit_recompute
+        from spark_jobs.control.submit import submit_recompute
 
         day = run_day(context)
         submit_recompute(load_settings(), day)
@@ -77,7 +77,7 @@ def daily_validation() -> None:
     @task(retries=0)
     def validate(case: str, **context: Any) -> dict[str, Any]:
         """Run the case's suites; the summary is the XCom result, a failure fails the task."""
-        from spark_jobs.validation.run import validate_case
+        from spark_jobs.experiments.validation.run import validate_case
 
         settings = load_settings()
         return validate_case(
@@ -91,7 +91,7 @@ def daily_validation() -> None:
         It runs whatever the cases' outcome (and is the run's last task, so it must fail
         too, or a run with a failed case would end green).
         """
-        from spark_jobs.orchestration.reports import validation_report
+        from spark_jobs.control.orchestration.reports import validation_report
 
         settings = load_settings()
         text, summary = validation_report(settings, run_day(context), context["run_id"])

@@ -2,7 +2,7 @@
 
 The seed's first use case: an experiment that lowers impressions must be shut down within
 minutes. Each run judges the running experiments from `experiment_metrics` as the dashboard
-does and sends each new drop once through the alert channels (`spark_jobs.guardrails`).
+does and sends each new drop once through the alert channels (`spark_jobs.results.guardrails`).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any
 
 from airflow.sdk import dag, task
 
-from spark_jobs.orchestration.callbacks import alert_on_failure
-from spark_jobs.orchestration.runs import EPOCH, run_url
+from spark_jobs.control.orchestration.callbacks import alert_on_failure
+from spark_jobs.control.orchestration.runs import EPOCH, run_url
 
 
 @dag(
@@ -33,7 +33,7 @@ def experiment_guardrails() -> None:
     def check(**context: Any) -> list[dict[str, Any]]:
         """Judge the running experiments; the new drops alerted on are the XCom result."""
         from spark_jobs.config import load_settings
-        from spark_jobs.guardrails import check_guardrails
+        from spark_jobs.results.guardrails import check_guardrails
 
         settings = load_settings()
         alerts = check_guardrails(settings, run_url(settings, context))

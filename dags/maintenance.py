@@ -1,5 +1,5 @@
 """Daily lake housekeeping: Delta compaction then vacuum of every table, pruning of old ramp
-snapshots, and deletion of obsolete checkpoint files (`spark_jobs.maintenance`).
+snapshots, and deletion of obsolete checkpoint files (`spark_jobs.control.maintenance`).
 
 Every step is safe while the streaming jobs run, so the DAG needs no maintenance window.
 """
@@ -11,8 +11,8 @@ from typing import Any
 
 from airflow.sdk import dag, task
 
-from spark_jobs.orchestration.callbacks import alert_on_failure
-from spark_jobs.orchestration.runs import EPOCH
+from spark_jobs.control.orchestration.callbacks import alert_on_failure
+from spark_jobs.control.orchestration.runs import EPOCH
 
 
 @dag(
@@ -32,7 +32,7 @@ def maintenance() -> None:
     def compact_tables() -> dict[str, Any]:
         """Rewrite each table's small files into few large ones (per table: files +/-)."""
         from spark_jobs.config import load_settings
-        from spark_jobs.maintenance import compact_tables
+        from spark_jobs.control.maintenance import compact_tables
 
         return compact_tables(load_settings())
 
@@ -40,7 +40,7 @@ def maintenance() -> None:
     def vacuum_tables() -> dict[str, int]:
         """Delete files no table version within the retention references (after compaction)."""
         from spark_jobs.config import load_settings
-        from spark_jobs.maintenance import vacuum_tables
+        from spark_jobs.control.maintenance import vacuum_tables
 
         return vacuum_tables(load_settings())
 
@@ -48,7 +48,7 @@ def maintenance() -> None:
     def prune_snapshots() -> int:
         """Keep the newest `maintenance.snapshots_kept` ramp snapshots."""
         from spark_jobs.config import load_settings
-        from spark_jobs.maintenance import prune_old_snapshots
+        from spark_jobs.control.maintenance import prune_old_snapshots
 
         return prune_old_snapshots(load_settings())
 
@@ -56,7 +56,7 @@ def maintenance() -> None:
     def clean_checkpoints() -> dict[str, int]:
         """Delete checkpoint log entries Spark no longer needs to restart a job."""
         from spark_jobs.config import load_settings
-        from spark_jobs.maintenance import clean_checkpoints
+        from spark_jobs.control.maintenance import clean_checkpoints
 
         return clean_checkpoints(load_settings())
 

@@ -2,7 +2,8 @@
 
 The streaming jobs re-read the newest snapshot, so this DAG is how a ramp entered in the
 metadata DB reaches them. Each run publishes as of its data interval's end; a retry or a
-re-run of the same interval adds no second file (`spark_jobs.snapshot.publish_for_run`).
+re-run of the same interval adds no second file
+(`spark_jobs.experiments.admin.snapshot.publish_for_run`).
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from typing import Any
 
 from airflow.sdk import dag, task
 
-from spark_jobs.orchestration.callbacks import alert_on_failure
-from spark_jobs.orchestration.runs import EPOCH, as_of_ms
+from spark_jobs.control.orchestration.callbacks import alert_on_failure
+from spark_jobs.control.orchestration.runs import EPOCH, as_of_ms
 
 
 @dag(
@@ -33,7 +34,7 @@ def ramp_snapshot() -> None:
     def publish(**context: Any) -> dict[str, Any]:
         """Publish the ramp snapshot as of this run; the file name is the XCom result."""
         from spark_jobs.config import load_settings
-        from spark_jobs.snapshot import publish_for_run
+        from spark_jobs.experiments.admin.snapshot import publish_for_run
 
         as_of = as_of_ms(context)
         path, published = publish_for_run(load_settings(), as_of)

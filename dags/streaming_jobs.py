@@ -5,7 +5,7 @@ experiment_metrics; fraud_rules and training_samples can be added). One task per
 (`watch_<job>`) makes sure the job runs: it starts it with spark-submit when it is not running,
 restarts it from its checkpoint when it died, judges its health from the progress it reports
 and its Kafka lag, and raises an alert when it is down, lagging, stale, or restarting in a
-loop (`spark_jobs.monitor.watch_job`). Its status is the task's XCom result and one line in
+loop (`spark_jobs.control.monitor.watch_job`). Its status is the task's XCom result and one line in
 its log. The `summary` task logs a table of every job and fails when a job is down, so a red
 run in the grid means a job needs a person.
 """
@@ -18,8 +18,8 @@ from typing import Any
 from airflow.sdk import TriggerRule, dag, task
 
 from spark_jobs.config import load_settings
-from spark_jobs.monitor.inputs import deployed_jobs
-from spark_jobs.orchestration.runs import EPOCH, run_url
+from spark_jobs.control.monitor.inputs import deployed_jobs
+from spark_jobs.control.orchestration.runs import EPOCH, run_url
 
 JOBS = deployed_jobs(load_settings())
 
@@ -40,8 +40,8 @@ def streaming_jobs() -> None:
     @task
     def watch(job: str, **context: Any) -> dict[str, Any]:
         """One supervision pass over the job; its status dict is the XCom result."""
-        from spark_jobs.monitor.summary import describe
-        from spark_jobs.monitor.watch import watch_job
+        from spark_jobs.control.monitor.summary import describe
+        from spark_jobs.control.monitor.watch import watch_job
 
         settings = load_settings()
         status = watch_job(settings, job, run_url(settings, context))
@@ -51,7 +51,7 @@ def streaming_jobs() -> None:
     @task(trigger_rule=TriggerRule.ALL_DONE)
     def summary(**context: Any) -> None:
         """Log every job's status as a table; fail when a job is down or was not watched."""
-        from spark_jobs.monitor.summary import render_summary
+        from spark_jobs.control.monitor.summary import render_summary
 
         ti = context["ti"]
         pulled = [ti.xcom_pull(task_ids=f"{WATCH_TASK_PREFIX}{job}") for job in JOBS]

@@ -20,8 +20,8 @@ from typing import Any
 from airflow.sdk import CronDataIntervalTimetable, Param, PokeReturnValue, dag, task
 
 from spark_jobs.config import load_settings
-from spark_jobs.orchestration.callbacks import alert_on_failure
-from spark_jobs.orchestration.runs import DAY_PARAM, run_day, run_url, validation_start
+from spark_jobs.control.orchestration.callbacks import alert_on_failure
+from spark_jobs.control.orchestration.runs import DAY_PARAM, run_day, run_url, validation_start
 
 
 @dag(
@@ -45,7 +45,7 @@ def training_samples_shadow() -> None:
                  on_failure_callback=alert_on_failure)
     def wait_for_samples(**context: Any) -> PokeReturnValue:
         """Wait until the streaming job has emitted every sample of the day."""
-        from spark_jobs.shadow.run import day_closed
+        from spark_jobs.samples.shadow.run import day_closed
 
         ready, why = day_closed(load_settings(), run_day(context))
         print(why)
@@ -55,7 +55,7 @@ def training_samples_shadow() -> None:
     def compare(**context: Any) -> str:
         """spark-submit the comparison; a mismatch alerts with its numbers (exit 3), any other
         failure through the failure callback."""
-        from spark_jobs.batch.submit import submit_cli
+        from spark_jobs.control.submit import submit_cli
 
         settings = load_settings()
         day = run_day(context).isoformat()

@@ -43,7 +43,7 @@ def _lookback_ms(text: str | None, settings: Settings) -> int | None:
 
 
 def cmd_broker(args: argparse.Namespace, settings: Settings) -> int:
-    from spark_jobs.broker import serve_forever
+    from spark_jobs.local.broker import serve_forever
 
     port = args.port if args.port is not None else int(settings.kafka.bootstrap.rsplit(":", 1)[1])
     serve_forever(port)
@@ -51,7 +51,7 @@ def cmd_broker(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_metadata_load(args: argparse.Namespace, settings: Settings) -> int:
-    from spark_jobs.metadata import load_csv
+    from spark_jobs.experiments.admin.metadata import load_csv
 
     count = load_csv(settings.metadata.url, args.file)
     print(f"loaded {count} ramp rows into {settings.metadata.url}")
@@ -59,7 +59,7 @@ def cmd_metadata_load(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_snapshot_publish(args: argparse.Namespace, settings: Settings) -> int:
-    from spark_jobs.snapshot import publish_snapshot
+    from spark_jobs.experiments.admin.snapshot import publish_snapshot
 
     as_of = _parse_time_ms(args.as_of) if args.as_of else int(time.time() * 1000)
     path = publish_snapshot(settings, as_of, _lookback_ms(args.lookback, settings))
@@ -68,9 +68,9 @@ def cmd_snapshot_publish(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_generate(args: argparse.Namespace, settings: Settings) -> int:
-    from spark_jobs.domain.periods import RampRow
-    from spark_jobs.generator import TrafficSpec, produce
-    from spark_jobs.metadata import add_ramps
+    from spark_jobs.experiments.admin.metadata import add_ramps
+    from spark_jobs.experiments.core.periods import RampRow
+    from spark_jobs.experiments.traffic import TrafficSpec, produce
 
     overrides = {"seed": args.seed, "n_users": args.users}
     if args.duration:
@@ -91,7 +91,7 @@ def cmd_generate(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_job_run(args: argparse.Namespace, settings: Settings) -> int:
-    from spark_jobs.jobs.runner import job_spec, run_job
+    from spark_jobs.streaming.runner import job_spec, run_job
 
     job_spec(args.name)
     run_job(settings, args.name, available_now=args.available_now)
@@ -107,8 +107,8 @@ def _parse_date(text: str) -> date:
 
 
 def cmd_recompute(args: argparse.Namespace, settings: Settings) -> int:
-    from spark_jobs.batch.recompute import TABLE_BATCH_METRICS, recompute_day
-    from spark_jobs.spark_session import build_session
+    from spark_jobs.experiments.recompute.recompute import TABLE_BATCH_METRICS, recompute_day
+    from spark_jobs.streaming.spark_session import build_session
 
     spark = build_session(settings, app_name=f"tideline-recompute-{args.date.isoformat()}")
     try:
@@ -122,7 +122,7 @@ def cmd_recompute(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_validate(args: argparse.Namespace, settings: Settings) -> int:
     import json
 
-    from spark_jobs.validation.run import ValidationFailed, validate_day
+    from spark_jobs.experiments.validation.run import ValidationFailed, validate_day
 
     run_id = args.run_id or f"manual__{datetime.now(UTC).strftime('%Y-%m-%dT%H:%M:%SZ')}"
     try:
@@ -139,9 +139,9 @@ def cmd_samples_shadow(args: argparse.Namespace, settings: Settings) -> int:
     """Compare one day's streaming training samples with a batch recomputation."""
     import json
 
-    from spark_jobs.batch.submit import ALERTED_EXIT
-    from spark_jobs.shadow.run import ShadowFailed, shadow_day
-    from spark_jobs.spark_session import build_session
+    from spark_jobs.control.submit import ALERTED_EXIT
+    from spark_jobs.samples.shadow.run import ShadowFailed, shadow_day
+    from spark_jobs.streaming.spark_session import build_session
 
     run_id = args.run_id or f"manual__{datetime.now(UTC).strftime('%Y-%m-%dT%H:%M:%SZ')}"
     spark = build_session(settings, app_name=f"tideline-samples-shadow-{args.date.isoformat()}")
@@ -159,13 +159,13 @@ def cmd_samples_shadow(args: argparse.Namespace, settings: Settings) -> int:
 def _streaming_jobs(names: Sequence[str], settings: Settings) -> list[str]:
     """The named streaming jobs (checked), or the deployed ones (`monitor.jobs`) when none is
     named."""
-    from spark_jobs.monitor.inputs import check_job, deployed_jobs
+    from spark_jobs.control.monitor.inputs import check_job, deployed_jobs
 
     return [check_job(name) for name in names] or list(deployed_jobs(settings))
 
 
 def cmd_jobs_status(args: argparse.Namespace, settings: Settings) -> int:
-    from spark_jobs.monitor import job_status, render_summary
+    from spark_jobs.control.monitor import job_status, render_summary
 
     jobs = _streaming_jobs(args.names, settings)
     print(render_summary([job_status(settings, job) for job in jobs]))
@@ -173,8 +173,8 @@ def cmd_jobs_status(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_jobs_start(args: argparse.Namespace, settings: Settings) -> int:
-    from spark_jobs.monitor.restarts import clear_restarts
-    from spark_jobs.monitor.supervisor import JobAlreadyRunningError, launch_job
+    from spark_jobs.control.monitor.restarts import clear_restarts
+    from spark_jobs.control.monitor.supervisor import JobAlreadyRunningError, launch_job
 
     for job in _streaming_jobs(args.names, settings):
         try:
@@ -188,7 +188,7 @@ def cmd_jobs_start(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_jobs_stop(args: argparse.Namespace, settings: Settings) -> int:
-    from spark_jobs.monitor.supervisor import stop_jobs
+    from spark_jobs.control.monitor.supervisor import stop_jobs
 
     jobs = _streaming_jobs(args.names, settings)
     stopped = stop_jobs(settings, jobs)
@@ -198,7 +198,7 @@ def cmd_jobs_stop(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_jobs_watch(args: argparse.Namespace, settings: Settings) -> int:
-    from spark_jobs.monitor import render_summary, watch_job
+    from spark_jobs.control.monitor import render_summary, watch_job
 
     statuses = [watch_job(settings, job) for job in _streaming_jobs(args.names, settings)]
     print(render_summary(statuses))
@@ -206,7 +206,7 @@ def cmd_jobs_watch(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
-    from spark_jobs.demo import run_demo
+    from spark_jobs.local.demo import run_demo
 
     return run_demo(settings, rate=args.rate, seconds=args.seconds)
 
@@ -222,8 +222,8 @@ def _rule_text(source: str) -> str:
 
 
 def cmd_rules(args: argparse.Namespace, settings: Settings) -> int:
-    from spark_jobs import fraud_admin
-    from spark_jobs.fraud.rules import RuleState
+    from spark_jobs.fraud import admin as fraud_admin
+    from spark_jobs.fraud.core.rules import RuleState
 
     try:
         if args.action == "list":
@@ -246,7 +246,7 @@ def cmd_rules(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_dashboard(args: argparse.Namespace, settings: Settings) -> int:
-    from spark_jobs.dashboard.server import DashboardStartError, serve_forever
+    from spark_jobs.results.dashboard.server import DashboardStartError, serve_forever
 
     try:
         serve_forever(settings, port=args.port)
@@ -256,7 +256,7 @@ def cmd_dashboard(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_platform(args: argparse.Namespace, settings: Settings) -> int:
-    from spark_jobs.platform import run_platform
+    from spark_jobs.local.platform_stack import run_platform
 
     return run_platform(settings, users=args.users, seconds=args.seconds)
 

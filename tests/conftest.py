@@ -19,8 +19,8 @@ _counter = itertools.count()
 @pytest.fixture(scope="session")
 def broker() -> Iterator[str]:
     """Bootstrap address of a Tansu broker started (and stopped) by the project's own code."""
-    from spark_jobs.broker import EmbeddedBroker
-    from spark_jobs.kafka.range_consumers import WORKER_CONSUMERS
+    from spark_jobs.local.broker import EmbeddedBroker
+    from spark_jobs.streaming.kafka.range_consumers import WORKER_CONSUMERS
 
     with EmbeddedBroker(port=0) as running:
         yield running.bootstrap
@@ -52,7 +52,7 @@ def make_settings(tmp_path: Path) -> Callable[..., Settings]:
 def spark():
     """One SparkSession for the whole test session (local[2], RocksDB state store)."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
-    from spark_jobs.spark_session import build_session
+    from spark_jobs.streaming.spark_session import build_session
 
     session = build_session(load_settings(environ={}, overrides={"spark": {"master": "local[2]"}}))
     yield session
@@ -62,8 +62,8 @@ def spark():
 @pytest.fixture
 def own_broker() -> Iterator[str]:
     """A broker of the test's own: the contract fixes topic names, so jobs' tests don't share."""
-    from spark_jobs.broker import EmbeddedBroker
-    from spark_jobs.kafka.range_consumers import WORKER_CONSUMERS
+    from spark_jobs.local.broker import EmbeddedBroker
+    from spark_jobs.streaming.kafka.range_consumers import WORKER_CONSUMERS
 
     with EmbeddedBroker(port=0) as running:
         yield running.bootstrap
@@ -81,8 +81,8 @@ def run_now(spark) -> Callable[[Settings, str], Any]:
 @pytest.fixture(scope="session")
 def history_lake(spark, tmp_path_factory):
     """Three days of generated history through the three streaming jobs (built once per
-    session; read it, or write to a `history.copy_history` copy). See tests/history.py."""
-    from history import build_history_lake
+    session; read it, or write to a `history.copy_history` copy). See tests/helpers/history.py."""
+    from helpers.history import build_history_lake
 
     return build_history_lake(spark, tmp_path_factory.mktemp("history"))
 
@@ -91,6 +91,6 @@ def history_lake(spark, tmp_path_factory):
 def recomputed_history_lake(spark, history_lake, tmp_path_factory):
     """A copy of `history_lake` with `batch_experiment_metrics` recomputed for its days
     (read it, or copy it with `history.copy_history` before writing)."""
-    from history import recomputed_copy
+    from helpers.history import recomputed_copy
 
     return recomputed_copy(spark, history_lake, tmp_path_factory.mktemp("recomputed"))

@@ -1,8 +1,7 @@
-"""Dynamic-rule fraud detection (job `fraud_rules`, CONTRACTS.md section 7), pure Python.
+"""Dynamic-rule fraud detection (job `fraud_rules`, CONTRACTS.md section 7), the Flink
+fraud-detection demo on Spark.
 
-The Flink fraud-detection demo rebuilt as plain domain code the Spark job calls: `rules`
-parses and validates rule messages, `keys` reads transactions and builds the dynamic grouping
-key, `aggregates` holds the exact decimal aggregators and limit operators, `windows` the
-per-(rule, key) window state, `store` the small state interface, `outputs` the message
-formats, and `engine` applies one ordered stream of rules and transactions.
+`core` is the pure engine (rules, dynamic keys, windows, exact aggregates), `processors` its
+Spark state adapters, `jobs` the streaming job, `admin` the `tideline rules` commands and
+`traffic` the synthetic transactions.
 """

@@ -1,8 +1,6 @@
-"""Training samples (job `training_samples`, CONTRACTS.md section 8), pure Python.
+"""Training samples (job `training_samples`, CONTRACTS.md section 8), the ShareChat joiner.
 
-Views are joined with the engagement signals that follow them into one labelled sample per
-view. `records` decodes the two topics, `outputs` holds what the join emits (samples,
-orphans, dead letters) and `joiner` keeps one user's pending views and engagements and
-closes them as the watermark passes. No Spark here: the streaming adapter parses the
-messages, calls the joiner's step functions and stores its state as one blob per user.
+`core` is the pure join, `encoding` the versioned Avro schemas, `processors` its Spark state
+adapter, `jobs` the streaming job, `traffic` the synthetic feed and `shadow` the daily batch
+recomputation it is checked against.
 """

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from spark_jobs.config import Settings
-from spark_jobs.jobs.runner import start_job
+from spark_jobs.streaming.runner import start_job
 
 
 def run_available_now(spark: Any, settings: Settings, job: str, timeout_s: float = 300) -> Any:
@@ -40,8 +40,8 @@ def kill_mid_stream(settings: Settings, job: str, after_batch: int, folder: Any,
     import time
     from pathlib import Path
 
-    from spark_jobs.jobs.progress import read_progress
-    from spark_jobs.submit import freeze_settings, frozen_environment
+    from spark_jobs.control.submit import freeze_settings, frozen_environment
+    from spark_jobs.streaming.progress import read_progress
 
     config = freeze_settings(settings, Path(folder) / f"{job}-killed.yaml")
     process = subprocess.Popen(

@@ -1,0 +1,91 @@
+"""The pid file of a job started by the supervisor: which process is the job, and since when.
+
+`<lake.root>/_run/<job>.pid` (JSON) records the pid with its start time and command line, so
+that a later pass never mistakes an unrelated process that got the same pid for the job. A
+deliberate stop writes its time into the file: a record without one whose process is gone
+means the job died.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from spark_jobs.config import Settings
+from spark_jobs.control.monitor.procfs import ProcessInfo
+from spark_jobs.control.monitor.state_files import read_json, run_dir, write_json
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One start of a job. `signature` is the tail every process of it has on its command
+    line (entry point and `job run NAME`); `start_ticks` is None when the process had exited
+    before it could be read; `stopped_at_ms` is set by a deliberate stop."""
+
+    job: str
+    pid: int
+    start_ticks: int | None
+    started_at_ms: int
+    command: tuple[str, ...]
+    signature: tuple[str, ...]
+    log: str
+    stopped_at_ms: int | None = None
+
+    @property
+    def stopped(self) -> bool:
+        return self.stopped_at_ms is not None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, value: Any) -> RunRecord | None:
+        """The record, or None when the value is not one (a damaged or foreign file)."""
+        try:
+            return cls(
+                job=str(value["job"]),
+                pid=int(value["pid"]),
+                start_ticks=None if value["start_ticks"] is None else int(value["start_ticks"]),
+                started_at_ms=int(value["started_at_ms"]),
+                command=tuple(str(part) for part in value["command"]),
+                signature=tuple(str(part) for part in value["signature"]),
+                log=str(value["log"]),
+                stopped_at_ms=None if value.get("stopped_at_ms") is None
+                else int(value["stopped_at_ms"]),
+            )
+        except (KeyError, TypeError, ValueError):
+            return None
+
+
+def runs_command(cmdline: tuple[str, ...], signature: tuple[str, ...]) -> bool:
+    """True when the command line ends with the job's signature (spark-submit, the JVM it
+    becomes and the Python driver all keep the application arguments at the end)."""
+    return bool(signature) and cmdline[-len(signature) :] == signature
+
+
+def identifies(record: RunRecord, process: ProcessInfo | None) -> bool:
+    """True when `process` is the live process the record describes, not a later process
+    that reuses its pid: same pid, same start time, the job's command line, not exited."""
+    return (
+        process is not None
+        and process.alive
+        and process.pid == record.pid
+        and record.start_ticks is not None
+        and process.start_ticks == record.start_ticks
+        and runs_command(process.cmdline, record.signature)
+    )
+
+
+def pid_path(settings: Settings, job: str) -> Path:
+    return run_dir(settings) / f"{job}.pid"
+
+
+def read_record(settings: Settings, job: str) -> RunRecord | None:
+    """The job's pid file, or None when the monitor never started it."""
+    value = read_json(pid_path(settings, job))
+    return None if value is None else RunRecord.from_json(value)
+
+
+def write_record(settings: Settings, record: RunRecord) -> None:
+    write_json(pid_path(settings, record.job), record.to_json())

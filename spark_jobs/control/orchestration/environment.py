@@ -1,0 +1,96 @@
+"""The environment Airflow runs in, derived from Tideline's settings.
+
+Every Airflow process (standalone, `airflow dags test`, `airflow backfill create`, the task
+processes) must agree on AIRFLOW_HOME, the DAG folder and the database, and must see the same
+Tideline settings as the process that started it; building that environment in one place
+keeps them in agreement.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from spark_jobs.config import ENV_PREFIX, Settings
+from spark_jobs.control.submit import freeze_settings
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+DAGS_FOLDER = REPO_ROOT / "dags"
+PASSWORDS_FILE = "simple_auth_manager_passwords.json.generated"
+SETTINGS_FILE = "tideline.yaml"
+ADMIN_USER = "admin"
+PARALLELISM = 4
+
+
+def airflow_executable() -> str:
+    """The `airflow` script next to this interpreter (standalone spawns `airflow` by name)."""
+    beside = Path(sys.executable).parent / "airflow"
+    return str(beside) if beside.exists() else "airflow"
+
+
+def passwords_file(home: str | Path) -> Path:
+    """Where the simple auth manager writes the generated admin password."""
+    return Path(home) / PASSWORDS_FILE
+
+
+def write_settings_file(settings: Settings, path: str | Path) -> Path:
+    """Freeze the effective settings for Airflow's task processes (`freeze_settings`)."""
+    return freeze_settings(settings, path)
+
+
+def _execution_api_url(settings: Settings) -> str:
+    """Task processes talk to the local API server, whatever public base_url users see."""
+    path = urlsplit(settings.airflow.base_url).path.rstrip("/")
+    return f"http://{settings.airflow.host}:{settings.airflow.port}{path}/execution/"
+
+
+def airflow_environment(
+    settings: Settings,
+    base: Mapping[str, str] | None = None,
+    *,
+    settings_file: str | Path | None = None,
+    scheduled: bool = True,
+    paused_at_creation: bool = False,
+) -> dict[str, str]:
+    """Environment variables for any Airflow command that serves Tideline's DAGs.
+
+    TIDELINE_* variables of `base` pass through, unless `settings_file` (see
+    `write_settings_file`) already holds every setting. `scheduled=False` turns off the
+    scheduler's own runs (cron and catchup), so only manual runs and backfills execute:
+    tests use it to get exactly the runs they ask for.
+    """
+    env = dict(os.environ if base is None else base)
+    if settings_file is not None:
+        env = {k: v for k, v in env.items() if not (k.startswith(ENV_PREFIX) and "__" in k)}
+        env["TIDELINE_CONFIG"] = str(Path(settings_file).resolve())
+    home = Path(settings.airflow.home).resolve()
+    bin_dir = str(Path(sys.executable).parent)
+    if bin_dir not in env.get("PATH", "").split(os.pathsep):
+        env["PATH"] = os.pathsep.join([bin_dir, env.get("PATH", "")])
+    env.update(
+        {
+            "AIRFLOW_HOME": str(home),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS_FOLDER),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            "AIRFLOW__CORE__PARALLELISM": str(PARALLELISM),
+            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": str(paused_at_creation),
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{ADMIN_USER}:admin",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": _execution_api_url(settings),
+            "AIRFLOW__API__HOST": settings.airflow.host,
+            "AIRFLOW__API__PORT": str(settings.airflow.port),
+            "AIRFLOW__API__BASE_URL": settings.airflow.base_url,
+            "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": str(scheduled),
+            # One parser and a short rescan: new DAG files show up within seconds, cheaply.
+            "AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES": "1",
+            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "30",
+            "NO_COLOR": "1",
+        }
+    )
+    # A configured database (e.g. PostgreSQL) wins over the embedded SQLite file.
+    env.setdefault("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", f"sqlite:///{home / 'airflow.db'}")
+    return env

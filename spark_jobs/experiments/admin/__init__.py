@@ -1,0 +1,1 @@
+"""Experiment metadata for people and DAGs: the `ramps` table and the ramp snapshots."""

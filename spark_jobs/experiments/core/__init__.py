@@ -1,0 +1,2 @@
+"""The experiment pipeline's pure logic (no Spark): periods and ramps, capping, per-user
+metrics, cumulative group windows, tumbling windows and the batch metrics."""

@@ -1,0 +1,141 @@
+"""Cumulative metric rows per (experiment, group, period, event type, window): the seed's
+Numerator/Denominator computers, fed with the per-user deltas of closed windows.
+
+Counts are cumulative from the period start to E = min(W, period end). Every group with a
+counted first trigger gets a contiguous run of window rows, from the window of its first
+trigger to the last window the watermark has closed (or the period's last window), for every
+critical event type, zeros included. Once the period's last window is out, the group is
+dropped, so this state does not grow with the number of past periods.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from spark_jobs.experiments.core.user_metrics import Delta, GroupKey
+from spark_jobs.experiments.core.windows import last_closed_window, period_last_window
+
+
+class ConsistencyError(RuntimeError):
+    """A delta for a window already emitted: the streaming invariants were broken."""
+
+
+@dataclass(frozen=True, slots=True)
+class MetricRow:
+    experiment_hash: str
+    experiment_group: str
+    period_start: int
+    event_type: str
+    window_end: int
+    is_control: bool
+    triggered_users: int
+    volume: int
+    propensity: int
+    volume_sum_squares: int
+
+
+@dataclass
+class GroupProgress:
+    """Running totals of one group period and the last window end already written."""
+
+    is_control: bool
+    next_window: int
+    triggered: int = 0
+    totals: dict[str, list[int]] = field(default_factory=dict)  # type -> [vol, prop, ss]
+
+
+class GroupWindows:
+    """Turns per-window deltas into cumulative, contiguous, final window rows."""
+
+    def __init__(
+        self, period_ms: int, window_ms: int, event_types: Iterable[str],
+        groups: dict[GroupKey, GroupProgress] | None = None,
+    ) -> None:
+        self.period_ms = period_ms
+        self.window_ms = window_ms
+        self.event_types = tuple(event_types)
+        self.groups: dict[GroupKey, GroupProgress] = groups or {}
+
+    @classmethod
+    def resume(
+        cls, period_ms: int, window_ms: int, event_types: Iterable[str],
+        rows: Iterable[MetricRow],
+    ) -> GroupWindows:
+        """Rebuild the running totals from rows already written (the newest window per group)."""
+        builder = cls(period_ms, window_ms, event_types)
+        latest: dict[GroupKey, int] = {}
+        rows = list(rows)
+        for row in rows:
+            key = (row.experiment_hash, row.experiment_group, row.period_start)
+            latest[key] = max(latest.get(key, row.window_end), row.window_end)
+        for row in rows:
+            key = (row.experiment_hash, row.experiment_group, row.period_start)
+            if row.window_end != latest[key]:
+                continue
+            if latest[key] >= period_last_window(key[2], period_ms, window_ms):
+                continue
+            progress = builder.groups.setdefault(
+                key, GroupProgress(row.is_control, row.window_end + window_ms)
+            )
+            progress.triggered = row.triggered_users
+            progress.totals[row.event_type] = [
+                row.volume, row.propensity, row.volume_sum_squares,
+            ]
+        return builder
+
+    def apply(self, deltas: Iterable[Delta], watermark_ms: int) -> list[MetricRow]:
+        """Fold in the deltas of this micro-batch and emit every newly closed window."""
+        by_window: dict[tuple[GroupKey, int], list[Delta]] = {}
+        fresh: set[GroupKey] = set()
+        for delta in deltas:
+            key = (delta.experiment_hash, delta.experiment_group, delta.period_start)
+            progress = self.groups.get(key)
+            if progress is None:
+                progress = GroupProgress(delta.is_control, delta.window_end)
+                self.groups[key] = progress
+                fresh.add(key)
+            elif delta.window_end < progress.next_window:
+                if key not in fresh:
+                    raise ConsistencyError(
+                        f"delta for window {delta.window_end} of {key} arrived after that "
+                        f"window was written (next window {progress.next_window})"
+                    )
+                progress.next_window = delta.window_end
+            by_window.setdefault((key, delta.window_end), []).append(delta)
+
+        closed = last_closed_window(watermark_ms, self.window_ms)
+        rows: list[MetricRow] = []
+        for key in sorted(self.groups):
+            rows.extend(self._emit_until(key, closed, by_window))
+        return rows
+
+    def _emit_until(
+        self, key: GroupKey, closed: int, by_window: dict[tuple[GroupKey, int], list[Delta]]
+    ) -> list[MetricRow]:
+        progress = self.groups[key]
+        last = min(closed, period_last_window(key[2], self.period_ms, self.window_ms))
+        rows: list[MetricRow] = []
+        window = progress.next_window
+        while window <= last:
+            for delta in by_window.get((key, window), ()):
+                if delta.event_type is None:
+                    progress.triggered += delta.triggered
+                else:
+                    totals = progress.totals.setdefault(delta.event_type, [0, 0, 0])
+                    totals[0] += delta.volume
+                    totals[1] += delta.propensity
+                    totals[2] += delta.sum_squares
+            for event_type in self.event_types:
+                volume, propensity, squares = progress.totals.get(event_type, (0, 0, 0))
+                rows.append(
+                    MetricRow(
+                        key[0], key[1], key[2], event_type, window, progress.is_control,
+                        progress.triggered, volume, propensity, squares,
+                    )
+                )
+            window += self.window_ms
+        progress.next_window = window
+        if window > period_last_window(key[2], self.period_ms, self.window_ms):
+            del self.groups[key]
+        return rows

@@ -1,0 +1,202 @@
+"""Per-user state of the experiment metrics job: dedup, first trigger, activation-event join.
+
+One object holds everything the pipeline knows about one user, so the Spark operator needs a
+single state read and write per user and micro-batch. It replaces the seed's chain of keyed
+functions (de-duplicate events, find first trigger time, interval join, join-results
+deduplicator) and fixes its undercounting: an event is buffered until the watermark passes
+the end of its window, so an activation that arrives after the event (within the lateness
+bound) still makes it count.
+
+Finality argument: a window W is emitted once watermark >= W. Any activation with ts <= an
+event's ts < W that has not arrived by then is behind the watermark (late), so the decision
+`first_trigger <= ts` taken at that moment never changes afterwards.
+
+Emitted deltas are one user's contribution to one (group, period, event type, window):
+volume, first-time-seen flag (propensity), and the growth of the sum of squares (2c + 1 when
+the user's count goes from c to c + 1); triggered-user deltas have event_type None.
+"""
+
+from __future__ import annotations
+
+import pickle
+from dataclasses import dataclass, field
+from enum import Enum
+
+from spark_jobs.experiments.core.windows import is_late, period_last_window, window_end
+
+GroupKey = tuple[str, str, int]  # experiment_hash, experiment_group, period_start
+
+
+class Outcome(Enum):
+    ACCEPTED = "accepted"
+    DUPLICATE = "duplicate"
+    LATE = "late"
+    OUTSIDE_PERIOD = "outside_period"
+
+
+@dataclass(frozen=True)
+class MetricParams:
+    period_ms: int
+    window_ms: int
+    dedup_ttl_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Delta:
+    experiment_hash: str
+    experiment_group: str
+    period_start: int
+    is_control: bool
+    event_type: str | None
+    window_end: int
+    triggered: int = 0
+    volume: int = 0
+    propensity: int = 0
+    sum_squares: int = 0
+
+
+@dataclass(slots=True)
+class Membership:
+    """The user's first trigger in one period of one group and its counted events so far."""
+
+    is_control: bool
+    first_trigger: int
+    trigger_emitted: bool = False
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+class UserMetricsState:
+    """Everything kept for one user; `advance(watermark)` emits the deltas of closed windows."""
+
+    __slots__ = ("memberships", "params", "pending", "seen")
+
+    def __init__(self, params: MetricParams) -> None:
+        self.params = params
+        self.memberships: dict[GroupKey, Membership] = {}
+        self.pending: list[tuple[int, str]] = []  # clean events whose window is still open
+        self.seen: dict[tuple[str, int], None] = {}  # dedup keys (event_type, ts)
+
+    # -- input ---------------------------------------------------------------------------
+    def add_activation(
+        self, experiment_hash: str, group: str, period_start: int, is_control: bool, ts: int,
+        watermark_ms: int,
+    ) -> Outcome:
+        """Record an activation; the smallest ts in the period is the first trigger."""
+        if is_late(ts, watermark_ms):
+            return Outcome.LATE
+        if not period_start <= ts < period_start + self.params.period_ms:
+            return Outcome.OUTSIDE_PERIOD
+        key = (experiment_hash, group, period_start)
+        member = self.memberships.get(key)
+        if member is None:
+            self.memberships[key] = Membership(is_control, ts)
+        elif ts < member.first_trigger:
+            member.first_trigger = ts
+        return Outcome.ACCEPTED
+
+    def add_event(self, event_type: str, ts: int, watermark_ms: int) -> Outcome:
+        """Keep the first event per (event_type, ts); later copies are duplicates."""
+        if is_late(ts, watermark_ms):
+            return Outcome.LATE
+        dedup_key = (event_type, ts)
+        if dedup_key in self.seen:
+            return Outcome.DUPLICATE
+        self.seen[dedup_key] = None
+        self.pending.append((ts, event_type))
+        return Outcome.ACCEPTED
+
+    # -- progress ------------------------------------------------------------------------
+    def advance(self, watermark_ms: int) -> list[Delta]:
+        """Emit contributions to every window with end <= watermark; drop state no longer needed."""
+        window = self.params.window_ms
+        sums: dict[tuple[GroupKey, bool, str | None, int], list[int]] = {}
+
+        for key, member in self.memberships.items():
+            trigger_window = window_end(member.first_trigger, window)
+            if not member.trigger_emitted and trigger_window <= watermark_ms:
+                member.trigger_emitted = True
+                sums.setdefault((key, member.is_control, None, trigger_window), [0, 0, 0, 0])[
+                    0
+                ] += 1
+
+        if self.pending:
+            self.pending.sort()
+            closed = 0
+            for ts, event_type in self.pending:
+                end = window_end(ts, window)
+                if end > watermark_ms:
+                    break
+                closed += 1
+                self._count_event(ts, event_type, end, sums)
+            del self.pending[:closed]
+
+        self._expire(watermark_ms)
+        return [
+            Delta(key[0], key[1], key[2], is_control, event_type, end, *values)
+            for (key, is_control, event_type, end), values in sums.items()
+        ]
+
+    def _count_event(
+        self, ts: int, event_type: str, end: int,
+        sums: dict[tuple[GroupKey, bool, str | None, int], list[int]],
+    ) -> None:
+        period = self.params.period_ms
+        for key, member in self.memberships.items():
+            if member.first_trigger <= ts < key[2] + period:
+                before = member.counts.get(event_type, 0)
+                member.counts[event_type] = before + 1
+                acc = sums.setdefault((key, member.is_control, event_type, end), [0, 0, 0, 0])
+                acc[1] += 1
+                acc[2] += before == 0
+                acc[3] += 2 * before + 1
+
+    def _expire(self, watermark_ms: int) -> None:
+        period, window = self.params.period_ms, self.params.window_ms
+        for key in [
+            k for k in self.memberships
+            if period_last_window(k[2], period, window) <= watermark_ms
+        ]:
+            del self.memberships[key]
+        ttl = self.params.dedup_ttl_ms
+        if self.seen:
+            for dedup_key in [k for k in self.seen if k[1] + ttl < watermark_ms]:
+                del self.seen[dedup_key]
+
+    def next_wakeup(self) -> int | None:
+        """Earliest event time at which `advance` has work: always a window end."""
+        window = self.params.window_ms
+        times = [
+            window_end(m.first_trigger, window)
+            for m in self.memberships.values()
+            if not m.trigger_emitted
+        ]
+        times += [period_last_window(k[2], self.params.period_ms, window) for k in self.memberships]
+        if self.pending:
+            times.append(window_end(min(self.pending)[0], window))
+        if self.seen:
+            oldest = min(ts for _, ts in self.seen)
+            times.append(window_end(oldest + self.params.dedup_ttl_ms, window))
+        return min(times) if times else None
+
+    def is_empty(self) -> bool:
+        return not (self.memberships or self.pending or self.seen)
+
+    # -- persistence ---------------------------------------------------------------------
+    def to_bytes(self) -> bytes:
+        members = {
+            k: (m.is_control, m.first_trigger, m.trigger_emitted, m.counts)
+            for k, m in self.memberships.items()
+        }
+        return pickle.dumps(
+            (members, self.pending, list(self.seen)), protocol=pickle.HIGHEST_PROTOCOL
+        )
+
+    @classmethod
+    def from_bytes(cls, params: MetricParams, blob: bytes | None) -> UserMetricsState:
+        state = cls(params)
+        if blob:
+            members, pending, seen = pickle.loads(blob)
+            state.memberships = {k: Membership(*v) for k, v in members.items()}
+            state.pending = pending
+            state.seen = dict.fromkeys(seen)
+        return state

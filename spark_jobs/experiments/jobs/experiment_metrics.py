@@ -1,0 +1,184 @@
+"""experiment_metrics: filtered events + filtered activations -> cumulative metrics per window.
+
+The seed's aggregation job, top to bottom:
+1. read both filtered topics through one source: one offset plan aligned on event time,
+   so both advance together and one watermark serves both (also after a restart);
+2. one transformWithState keyed by user_id does what the seed spread over four keyed
+   functions: de-duplicate events, find first trigger times, join activations with events
+   (events wait until their window closes, so an activation arriving after its events
+   still counts), first-time-seen flags; it emits per-window deltas once windows close;
+3. the driver folds the deltas into cumulative, contiguous window rows (numerator and
+   denominator computers) and upserts them into `experiment_metrics` exactly once.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from spark_jobs.config import Settings
+from spark_jobs.contracts import (
+    TABLE_DEAD_LETTERS,
+    TABLE_EXPERIMENT_METRICS,
+    TOPIC_FILTERED_ACTIVATIONS,
+    TOPIC_FILTERED_EVENTS,
+)
+from spark_jobs.experiments.core.group_windows import GroupWindows, MetricRow
+from spark_jobs.experiments.core.user_metrics import Delta, MetricParams
+from spark_jobs.experiments.processors.metrics_processor import (
+    METRIC_DELTA_SCHEMA,
+    SOURCE_ACTIVATION,
+    SOURCE_EVENT,
+    UserMetricsProcessor,
+)
+from spark_jobs.streaming.batch_outputs import BatchOutputs, rows_of_kind
+from spark_jobs.streaming.checkpoint import batch_watermark_ms
+from spark_jobs.streaming.event_time import with_event_time
+from spark_jobs.streaming.kafka.source import read_topic
+from spark_jobs.streaming.lake.delta import (
+    merge_once,
+    read_arrow,
+    table_exists,
+    transaction_version,
+)
+
+NAME = "experiment_metrics"
+PRIMARY_KEY = ("experiment_hash", "experiment_group", "period_start", "event_type", "window_end")
+METRICS_SCHEMA = pa.schema(
+    [
+        pa.field("experiment_hash", pa.string(), nullable=False),
+        pa.field("experiment_group", pa.string(), nullable=False),
+        pa.field("period_start", pa.int64(), nullable=False),
+        pa.field("event_type", pa.string(), nullable=False),
+        pa.field("window_end", pa.int64(), nullable=False),
+        pa.field("is_control", pa.bool_()),
+        pa.field("triggered_users", pa.int64()),
+        pa.field("volume", pa.int64()),
+        pa.field("propensity", pa.int64()),
+        pa.field("volume_sum_squares", pa.int64()),
+        pa.field("updated_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
+_INPUT_COLUMNS = (
+    "user_id", "source", "event_type", "experiment_hash", "experiment_group",
+    "group_ramp_time", "is_control", "ts", "kafka_topic", "kafka_partition", "kafka_offset",
+    "kafka_timestamp", "kafka_key", "error", "raw_value",
+)
+
+
+def _as_input(df: DataFrame) -> DataFrame:
+    """Both topics in one row shape, tagged with their `source`."""
+    source = F.when(F.col("kafka_topic") == TOPIC_FILTERED_EVENTS, F.lit(SOURCE_EVENT)).otherwise(
+        F.lit(SOURCE_ACTIVATION)
+    )
+    return df.withColumn("source", source).select(*_INPUT_COLUMNS)
+
+
+def metric_params(settings: Settings) -> MetricParams:
+    experiments = settings.experiments
+    return MetricParams(experiments.period_ms, experiments.window_ms, experiments.dedup_ttl_ms)
+
+
+def build(spark: SparkSession, settings: Settings) -> DataFrame:
+    """The streaming plan: both topics through one source (one offset plan, so event time
+    advances together and one watermark suffices), then one stateful step per user."""
+    both = read_topic(
+        spark, settings.kafka, (TOPIC_FILTERED_EVENTS, TOPIC_FILTERED_ACTIVATIONS),
+        record=("filtered_events", "filtered_experiment_activations"),
+        max_records_per_trigger=settings.jobs.max_records_per_trigger,
+        idle_timeout_ms=settings.jobs.idle_timeout_ms,
+    )
+    both = _as_input(with_event_time(both, "ts", settings.experiments.lateness_ms))
+    return both.groupBy("user_id").transformWithState(
+        UserMetricsProcessor(metric_params(settings)),
+        METRIC_DELTA_SCHEMA,
+        "append",
+        "EventTime",
+    )
+
+
+def deltas_of(table: pa.Table) -> list[Delta]:
+    """Sum the per-user deltas of a batch by (group period, event type, window)."""
+    deltas = rows_of_kind(table, "delta")
+    if deltas.num_rows == 0:
+        return []
+    keys = ["experiment_hash", "experiment_group", "period_start", "is_control",
+            "event_type", "window_end"]
+    summed = deltas.group_by(keys, use_threads=False).aggregate(
+        [("triggered", "sum"), ("volume", "sum"), ("propensity", "sum"), ("sum_squares", "sum")]
+    )
+    return [
+        Delta(
+            r["experiment_hash"], r["experiment_group"], r["period_start"], r["is_control"],
+            r["event_type"], r["window_end"], r["triggered_sum"], r["volume_sum"],
+            r["propensity_sum"], r["sum_squares_sum"],
+        )
+        for r in summed.to_pylist()
+    ]
+
+
+def metrics_table(rows: list[MetricRow], updated_at: datetime) -> pa.Table:
+    columns = {name: [getattr(r, name) for r in rows] for name in METRICS_SCHEMA.names[:-1]}
+    columns["updated_at"] = [updated_at] * len(rows)
+    return pa.Table.from_pydict(columns, schema=METRICS_SCHEMA)
+
+
+def read_metric_rows(table_uri: str) -> list[MetricRow]:
+    """The rows needed to resume the running totals after a restart: those of the newest
+    window. Every batch advances every open group to the same closed window, so an open
+    group's newest row always has the table's largest window_end; older rows are history."""
+    if not table_exists(table_uri):
+        return []
+    ends = read_arrow(table_uri, columns=["window_end"])["window_end"]
+    if len(ends) == 0:
+        return []
+    newest = pc.max(ends).as_py()
+    table = read_arrow(
+        table_uri, columns=list(METRICS_SCHEMA.names[:-1]),
+        filters=[("window_end", "=", newest)],
+    )
+    return [MetricRow(**row) for row in table.to_pylist()]
+
+
+class MetricsSink:
+    """foreachBatch: dead letters, then cumulative window rows upserted once per batch."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.outputs = BatchOutputs(settings, NAME)
+        self.table_uri = settings.lake.table(TABLE_EXPERIMENT_METRICS)
+        self.checkpoint = settings.lake.checkpoint(NAME)
+        self.windows: GroupWindows | None = None
+
+    def _resume(self) -> GroupWindows:
+        """Running totals from the rows this checkpoint lineage wrote; none for a new one
+        (its recomputation then overwrites older rows through the upsert)."""
+        experiments = self.settings.experiments
+        ours = transaction_version(self.table_uri, self.outputs.app_id) is not None
+        return GroupWindows.resume(
+            experiments.period_ms, experiments.window_ms, experiments.critical_event_types,
+            read_metric_rows(self.table_uri) if ours else [],
+        )
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        table = batch.toArrow()  # always run the plan: its state stores must commit on replay
+        if self.outputs.committed(TABLE_EXPERIMENT_METRICS, batch_id):
+            return
+        if self.windows is None:
+            self.windows = self._resume()
+        watermark = batch_watermark_ms(self.checkpoint, batch_id)
+        self.outputs.dead_letters(table, batch_id)
+        rows = self.windows.apply(deltas_of(table), watermark)
+        if rows:
+            merge_once(
+                self.table_uri, metrics_table(rows, datetime.now(UTC)), PRIMARY_KEY,
+                self.outputs.app_id, batch_id,
+            )
+        self.outputs.maybe_compact(batch_id, (TABLE_EXPERIMENT_METRICS, TABLE_DEAD_LETTERS))
+
+    def close(self) -> None:
+        self.outputs.close()

@@ -1,0 +1,133 @@
+"""filter_activations: activations -> only those inside a period of the newest ramp snapshot.
+
+The seed's broadcast-state job: the snapshot CSV (published every 5 minutes) is re-read at
+most every `jobs.snapshot_refresh` and broadcast-joined with each micro-batch in the JVM.
+Kept activations get `group_ramp_time` (their period's start) and `is_control`, go to the
+`filtered_experiment_activations` topic and to `raw_activations`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    BooleanType,
+    DoubleType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from spark_jobs.config import Settings
+from spark_jobs.contracts import (
+    TABLE_RAW_ACTIVATIONS,
+    TOPIC_ACTIVATIONS,
+    TOPIC_FILTERED_ACTIVATIONS,
+)
+from spark_jobs.experiments.admin.snapshot import SnapshotWatcher, read_snapshot
+from spark_jobs.streaming.batch_outputs import BatchOutputs
+from spark_jobs.streaming.kafka.source import read_topic
+
+NAME = "filter_activations"
+FILTERED_FIELDS = (
+    "user_id", "experiment_hash", "experiment_group", "ts", "group_ramp_time", "is_control",
+)
+RAW_ACTIVATION_SCHEMA = pa.schema(
+    [
+        pa.field("user_id", pa.int64()),
+        pa.field("experiment_hash", pa.string()),
+        pa.field("experiment_group", pa.string()),
+        pa.field("ts", pa.int64()),
+        pa.field("group_ramp_time", pa.int64()),
+        pa.field("is_control", pa.bool_()),
+        pa.field("topic", pa.string()),
+        pa.field("partition", pa.int32()),
+        pa.field("offset", pa.int64()),
+        pa.field("kafka_timestamp", pa.int64()),
+    ]
+)
+SNAPSHOT_SCHEMA = StructType(
+    [
+        StructField("s_experiment_hash", StringType(), False),
+        StructField("s_experiment_group", StringType(), False),
+        StructField("s_start", LongType(), False),
+        StructField("s_allocation_pct", DoubleType(), False),
+        StructField("s_is_control", BooleanType(), False),
+    ]
+)
+
+
+def build(spark: SparkSession, settings: Settings) -> DataFrame:
+    """The streaming plan is only the source; the snapshot join happens per micro-batch."""
+    return read_topic(
+        spark, settings.kafka, TOPIC_ACTIVATIONS, record="experiment_activations",
+        max_records_per_trigger=settings.jobs.max_records_per_trigger,
+    )
+
+
+class SnapshotFrame:
+    """The newest snapshot as a small Spark DataFrame, rebuilt only when a new file appears."""
+
+    def __init__(self, spark: SparkSession, settings: Settings) -> None:
+        self.spark = spark
+        self.watcher = SnapshotWatcher(
+            settings.lake.snapshots, settings.jobs.snapshot_refresh_ms,
+            settings.experiments.period_ms,
+        )
+        self._path: Path | None = None
+        self._frame = spark.createDataFrame([], SNAPSHOT_SCHEMA)
+
+    def current(self) -> DataFrame:
+        self.watcher.current()
+        if self.watcher.path != self._path and self.watcher.path is not None:
+            rows = [
+                (r.experiment_hash, r.experiment_group, r.group_ramp_time,
+                 float(r.allocation_pct), r.is_control)
+                for r in read_snapshot(self.watcher.path)
+            ]
+            self._frame.unpersist()
+            self._frame = self.spark.createDataFrame(rows, SNAPSHOT_SCHEMA).cache()
+            self._path = self.watcher.path
+        return self._frame
+
+
+class FilteredActivationsSink:
+    """foreachBatch: join with the snapshot, publish, dead letters, then raw_activations."""
+
+    def __init__(self, spark: SparkSession, settings: Settings) -> None:
+        self.outputs = BatchOutputs(settings, NAME)
+        self.snapshot = SnapshotFrame(spark, settings)
+        self.period_ms = settings.experiments.period_ms
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        if self.outputs.committed(TABLE_RAW_ACTIVATIONS, batch_id):
+            return
+        snapshot = F.broadcast(self.snapshot.current())
+        in_period = (
+            (F.col("experiment_hash") == F.col("s_experiment_hash"))
+            & (F.col("experiment_group") == F.col("s_experiment_group"))
+            & (F.col("ts") >= F.col("s_start"))
+            & (F.col("ts") < F.col("s_start") + F.lit(self.period_ms))
+        )
+        joined = batch.join(snapshot, in_period, "left").where(
+            F.col("error").isNotNull() | F.col("s_start").isNotNull()
+        )
+        table = joined.select(
+            F.when(F.col("error").isNull(), F.lit("ok")).otherwise(F.lit("dead")).alias("kind"),
+            "user_id", "experiment_hash", "experiment_group", "ts",
+            F.col("s_start").alias("group_ramp_time"), F.col("s_is_control").alias("is_control"),
+            F.col("kafka_topic").alias("topic"), F.col("kafka_partition").alias("partition"),
+            F.col("kafka_offset").alias("offset"), "kafka_timestamp",
+            F.col("kafka_key").alias("key"), "raw_value", F.col("error").alias("reason"),
+        ).toArrow()
+        self.outputs.deliver_accepted(
+            table, batch_id, TOPIC_FILTERED_ACTIVATIONS, FILTERED_FIELDS, TABLE_RAW_ACTIVATIONS,
+            RAW_ACTIVATION_SCHEMA,
+        )
+
+    def close(self) -> None:
+        self.outputs.close()

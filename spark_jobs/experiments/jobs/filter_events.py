@@ -1,0 +1,76 @@
+"""filter_events: raw events -> critical types only -> per-user hourly cap -> filtered_events.
+
+Reads like the seed's "Filter Events Job": keep the business-critical event types, strip
+the fields nobody downstream needs, cap spammers per user and event-time hour, publish to
+the lightweight `filtered_events` topic and record what was accepted in `raw_events` for the
+daily batch recomputation. Undecodable and late records go to `dead_letters`.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from spark_jobs.config import Settings
+from spark_jobs.contracts import (
+    TABLE_RAW_EVENTS,
+    TOPIC_EVENTS,
+    TOPIC_FILTERED_EVENTS,
+)
+from spark_jobs.experiments.processors.cap_processor import CAPPED_EVENT_SCHEMA, HourlyCapProcessor
+from spark_jobs.streaming.batch_outputs import BatchOutputs
+from spark_jobs.streaming.event_time import with_event_time
+from spark_jobs.streaming.kafka.source import read_topic
+
+NAME = "filter_events"
+FILTERED_FIELDS = ("user_id", "event_type", "ts")
+RAW_EVENT_SCHEMA = pa.schema(
+    [
+        pa.field("user_id", pa.int64()),
+        pa.field("event_type", pa.string()),
+        pa.field("ts", pa.int64()),
+        pa.field("topic", pa.string()),
+        pa.field("partition", pa.int32()),
+        pa.field("offset", pa.int64()),
+        pa.field("kafka_timestamp", pa.int64()),
+    ]
+)
+
+
+def build(spark: SparkSession, settings: Settings) -> DataFrame:
+    """The streaming plan: source, critical-type filter, capping (stateful, routes late rows)."""
+    experiments = settings.experiments
+    events = read_topic(
+        spark, settings.kafka, TOPIC_EVENTS, record="events",
+        max_records_per_trigger=settings.jobs.max_records_per_trigger,
+    )
+    critical = events.where(
+        F.col("error").isNotNull() | F.col("event_type").isin(*experiments.critical_event_types)
+    )
+    timed = with_event_time(critical, "ts", experiments.lateness_ms)
+    return timed.groupBy("user_id").transformWithState(
+        HourlyCapProcessor(experiments.cap_per_user_hour),
+        CAPPED_EVENT_SCHEMA,
+        "append",
+        "EventTime",
+    )
+
+
+class FilteredEventsSink:
+    """foreachBatch: publish accepted events, then dead letters, then raw_events (the marker)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.outputs = BatchOutputs(settings, NAME)
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        table = batch.toArrow()  # always run the plan: its state stores must commit on replay
+        if self.outputs.committed(TABLE_RAW_EVENTS, batch_id):
+            return
+        self.outputs.deliver_accepted(
+            table, batch_id, TOPIC_FILTERED_EVENTS, FILTERED_FIELDS, TABLE_RAW_EVENTS,
+            RAW_EVENT_SCHEMA,
+        )
+
+    def close(self) -> None:
+        self.outputs.close()

@@ -1,0 +1,2 @@
+"""transformWithState processors of the experiment pipeline: thin Spark adapters around
+the pure state in `experiments.core`."""

@@ -1,0 +1,150 @@
+"""An in-memory WindowStore that logs its changes, so a long-lived engine can be made durable
+by writing each micro-batch's changes (and now and then a snapshot) instead of its state.
+
+The engine's store protocol has a few bulk operations (drop one rule's windows, drop all,
+forget old transaction ids) besides puts and deletes, so the log is the ordered list of
+mutating calls; replaying it on a snapshot gives the same store. Window puts are not logged
+one by one (the engine puts a window back after every change, ~10 per transaction): a put
+only marks its window dirty, and the log ends with each dirty window that still exists, as it
+is when the log is taken. That replays to the same store because the other window operations
+only remove windows: a window present at the end and dirty gets its final value, one present
+and not dirty was neither put nor removed, and one removed after its last put is removed by
+the replayed removal.
+"""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+from spark_jobs.fraud.core.store import MemoryStore
+from spark_jobs.fraud.core.windows import ExactWindow
+
+Change = tuple[Any, ...]
+
+_PUT_WINDOW, _DELETE_WINDOW, _DELETE_RULE, _CLEAR = "pw", "dw", "dr", "cl"
+_EXTEND_WINDOW = "xw"  # an exact window's entries cut from the front and appended
+_PUT_SEEN, _EXPIRE_SEEN, _PUT_META = "ps", "es", "pm"
+
+
+class LoggedStore(MemoryStore):
+    """MemoryStore whose mutations since the last `take_changes` can be replayed elsewhere."""
+
+    def __init__(self) -> None:
+        super().__init__(pickled=False)
+        self._log: list[Change] = []  # every mutation but window puts, in order
+        self._dirty: set[tuple[int, str]] = set()  # windows put since the log was taken
+
+    def get_window(self, rule_id: int, key: str) -> Any | None:
+        keys = self.by_rule.get(rule_id)
+        return None if keys is None else keys.get(key)
+
+    def put_window(self, rule_id: int, key: str, window: Any) -> None:
+        keys = self.by_rule.get(rule_id)
+        if keys is None:
+            keys = self.by_rule[rule_id] = {}
+        if type(window) is ExactWindow and keys.get(key) is not window:
+            window.forget_logged()  # new here: its changes are relative to nothing stored
+        keys[key] = window
+        self._dirty.add((rule_id, key))
+
+    def delete_window(self, rule_id: int, key: str) -> None:
+        super().delete_window(rule_id, key)
+        self._log.append((_DELETE_WINDOW, rule_id, key))
+
+    def delete_rule_windows(self, rule_id: int) -> None:
+        super().delete_rule_windows(rule_id)
+        self._log.append((_DELETE_RULE, rule_id))
+
+    def clear_windows(self) -> None:
+        super().clear_windows()
+        self._log.append((_CLEAR,))
+
+    def put_seen(self, transaction_id: str, event_time: int) -> None:
+        super().put_seen(transaction_id, event_time)
+        self._log.append((_PUT_SEEN, transaction_id, event_time))
+
+    def expire_seen(self, before_ms: int) -> int | None:
+        self._log.append((_EXPIRE_SEEN, before_ms))
+        return super().expire_seen(before_ms)
+
+    def put_meta(self, name: str, value: Any) -> None:
+        super().put_meta(name, value)
+        self._log.append((_PUT_META, name, value))
+
+    def take_changes(self) -> bytes:
+        """The changes since the last call, serialised (values as they are now)."""
+        log, self._log = self._log, []
+        dirty, self._dirty = self._dirty, set()
+        by_rule = self.by_rule
+        for rule_id, key in dirty:
+            window = by_rule.get(rule_id, {}).get(key)
+            if window is not None:
+                log.append(_window_change(rule_id, key, window))
+        return pickle.dumps(log, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def apply_changes(self, changes: bytes) -> None:
+        """Replay a batch's changes (from take_changes) without logging them again."""
+        for change in pickle.loads(changes):
+            op, args = change[0], change[1:]
+            if op == _PUT_WINDOW:
+                MemoryStore.put_window(self, *args)
+            elif op == _EXTEND_WINDOW:
+                self._extend_window(*args)
+            elif op == _DELETE_WINDOW:
+                MemoryStore.delete_window(self, *args)
+            elif op == _DELETE_RULE:
+                MemoryStore.delete_rule_windows(self, *args)
+            elif op == _CLEAR:
+                MemoryStore.clear_windows(self)
+            elif op == _PUT_SEEN:
+                MemoryStore.put_seen(self, *args)
+            elif op == _EXPIRE_SEEN:
+                MemoryStore.expire_seen(self, *args)
+            elif op == _PUT_META:
+                MemoryStore.put_meta(self, *args)
+            else:
+                raise ValueError(f"unknown change {op!r} in a fraud state log")
+
+    def _extend_window(self, rule_id: int, key: str, cut: int, times: list[int],
+                       values: list[str]) -> None:
+        stored = MemoryStore.get_window(self, rule_id, key)
+        if stored is None:
+            raise ValueError(f"a fraud state log extends window {rule_id} {key}, which the "
+                             "state it is replayed on does not have")
+        window = ExactWindow.load(stored)
+        window.apply_log_delta(cut, times, values)
+        MemoryStore.put_window(self, rule_id, key, window)
+
+    def snapshot(self) -> bytes:
+        """The whole state (windows, seen ids, meta), serialised."""
+        windows = {rule_id: {key: plain_state(window) for key, window in by_key.items()}
+                   for rule_id, by_key in self.by_rule.items()}
+        return pickle.dumps((windows, self.seen, self.meta), protocol=pickle.HIGHEST_PROTOCOL)
+
+    @classmethod
+    def restore(cls, snapshot: bytes | None) -> LoggedStore:
+        """A store holding a snapshot's state (an empty one for None), with an empty log."""
+        store = cls()
+        if snapshot is not None:
+            by_rule, seen, meta = pickle.loads(snapshot)
+            store.by_rule, store.meta = by_rule, meta
+            for transaction_id, event_time in seen.items():
+                MemoryStore.put_seen(store, transaction_id, event_time)
+        return store
+
+
+def plain_state(window: Any) -> Any:
+    """A window as plain lists: pickles about twice as fast as the object (measured)."""
+    return (window.times, window.values) if type(window) is ExactWindow else window
+
+
+def _window_change(rule_id: int, key: str, window: Any) -> Change:
+    """A window's put as it is logged: for an exact window, what changed since it was last
+    logged."""
+    if type(window) is not ExactWindow:
+        return (_PUT_WINDOW, rule_id, key, window)
+    delta = window.take_log_delta()
+    if delta is None:
+        return (_PUT_WINDOW, rule_id, key, (window.times, window.values))
+    return (_EXTEND_WINDOW, rule_id, key, *delta)

@@ -1,0 +1,340 @@
+"""The fraud engine: one shard's ordered stream of rules and transactions, one at a time.
+
+This is the seed's DynamicAlertFunction without Flink: `on_rule` is processBroadcastElement,
+`on_transaction` is processElement (store the value, aggregate the window ending at the
+transaction, compare, alert), `cleanup` is onTimer. The Spark job feeds inputs in the
+contract's arrival order; because each input is applied completely before the next, a
+transaction never sees later arrivals and micro-batch boundaries change nothing.
+
+State is kept per (rule, key) even where two rules share a key, which makes the contract's
+per-rule semantics (a rule sees only what arrived while it was present, DELETE and
+COUNT_WITH_RESET_FLINK clear only that rule's state) direct, at the price of storing a value
+once per rule; only the rule's value is kept, not the whole transaction.
+
+Clean-up is invisible: a window entry is dropped only once no transaction that will still be
+evaluated can hold it in its window, i.e. when it is older than watermark - (rule window) -
+late retention (floored to the bucket in bucket mode). A window is trimmed so whenever its
+key sees a transaction, and `cleanup` (a scan of every window, to run on a timer) catches the
+keys that went idle. Transaction ids are remembered as long
+as the widest window needs (measured at each clean-up), so a redelivered transaction is
+recognised for as long as a present rule could count it twice; a transaction older than that
+horizon is added but never evaluated, so that it cannot alert twice.
+"""
+
+from __future__ import annotations
+
+import functools
+import heapq
+from collections import Counter
+from typing import Any
+
+from spark_jobs.fraud.core.aggregates import compare, field_value
+from spark_jobs.fraud.core.keys import (
+    Transaction,
+    TransactionError,
+    grouping_key,
+    lenient_text,
+    parse_transaction,
+)
+from spark_jobs.fraud.core.outputs import Output, alert, current_rule, dead_letter, rule_error
+from spark_jobs.fraud.core.rules import ControlType, Rule, RuleError, RuleState, parse_rule
+from spark_jobs.fraud.core.store import MemoryStore, WindowStore
+from spark_jobs.fraud.core.windows import ExactWindow, window_loader
+
+__all__ = ["FraudEngine", "MemoryStore", "Output", "WindowStore"]
+
+# Meta entries of the store.
+RULES = "rules"  # {rule_id: (raw text as last received, arrival ms)}
+SEEN_FLOOR = "seen_floor"  # ids of transactions older than this are forgotten
+NEXT_CLEANUP = "next_cleanup"  # earliest watermark at which cleanup drops something
+BUCKET_MS = "bucket_ms"  # the mode the stored windows were written in
+
+DUE = -(2**62)  # next_cleanup value meaning "as soon as possible"
+
+
+@functools.lru_cache(maxsize=4096)
+def _stored_rule(raw: str) -> Rule:
+    """Rules are kept as their received text; parsing them again is cached, so loading an
+    engine per micro-batch costs no re-validation."""
+    return parse_rule(raw)
+
+
+class FraudEngine:
+    """Applies rules and transactions of one shard, in arrival order, to a WindowStore.
+
+    alert_on_late: evaluate transactions behind the watermark too (they always enter windows).
+    bucket_ms: 0 for exact windows, else the pre-aggregation resolution.
+    late_retention_ms: with alert_on_late, keep state this much longer than the widest window
+    so that transactions up to this far behind the watermark see complete windows (the seed's
+    "extend the widest window by the maximum out-of-orderness"); later ones see what is left.
+    """
+
+    def __init__(
+        self,
+        store: WindowStore,
+        alert_on_late: bool = False,
+        bucket_ms: int = 0,
+        *,
+        late_retention_ms: int = 0,
+    ) -> None:
+        self.store = store
+        self.alert_on_late = alert_on_late
+        self.bucket_ms = max(bucket_ms, 0)
+        self._span = max(self.bucket_ms, 1)
+        self._retention = max(late_retention_ms, 0) if alert_on_late else 0
+        self._load_window = window_loader(self.bucket_ms)
+        self.counters: Counter[str] = Counter()
+        stored_mode = store.get_meta(BUCKET_MS)
+        if stored_mode != self.bucket_ms:
+            if stored_mode is not None:  # windows written in another mode cannot be read
+                store.clear_windows()
+            store.put_meta(BUCKET_MS, self.bucket_ms)
+        self._records: dict[int, tuple[str, int]] = dict(store.get_meta(RULES) or {})
+        self._seen_floor: int | None = store.get_meta(SEEN_FLOOR)
+        self._next_cleanup: int | None = store.get_meta(NEXT_CLEANUP)
+        # (due watermark, rule_id, key) of every window, oldest first; None until a full
+        # clean-up scan has built it. A long-lived engine then cleans by popping instead of
+        # scanning every window (entries can be stale: each is checked against the store).
+        self._due: list[tuple[int, int, str]] | None = None
+        self._refresh_rules()
+
+    # -- rules ---------------------------------------------------------------------------
+    def _refresh_rules(self) -> None:
+        rules: dict[int, Rule] = {}
+        for rule_id, (raw, _arrival) in self._records.items():
+            try:
+                rules[rule_id] = _stored_rule(raw)
+            except RuleError:  # accepted by an older version, invalid now: leave it out
+                self.counters["stored_rules_invalid"] += 1
+        self._rules = rules
+        self._ordered = [rules[rule_id] for rule_id in sorted(rules)]
+        self._widest = max((rule.window_ms for rule in self._ordered), default=0)
+
+    def _save_rules(self) -> None:
+        self.store.put_meta(RULES, dict(self._records))
+        self._refresh_rules()
+
+    def rules(self) -> list[Rule]:
+        """The current (ACTIVE and PAUSE) rules in ruleId order."""
+        return list(self._ordered)
+
+    def on_rule(self, raw: bytes | str | None, arrival_ms: int) -> list[Output]:
+        """Apply one `rules` message; an invalid one yields a rule_error and changes nothing."""
+        try:
+            rule = parse_rule(raw)
+        except RuleError as exc:
+            self.counters["rule_errors"] += 1
+            return [rule_error(lenient_text(raw).strip(), str(exc))]
+        self.counters["rules"] += 1
+        if rule.state is RuleState.CONTROL:
+            return self._control(rule)
+        assert rule.rule_id is not None  # parse_rule requires it outside CONTROL
+        old = self._rules.get(rule.rule_id)
+        if rule.state is RuleState.DELETE:
+            if rule.rule_id in self._records:
+                del self._records[rule.rule_id]
+                self.store.delete_rule_windows(rule.rule_id)
+                self._save_rules()
+                self._cleanup_due()
+            return []
+        if old is not None and (
+            old.grouping_key_names != rule.grouping_key_names
+            or old.value_source != rule.value_source
+        ):
+            self.store.delete_rule_windows(rule.rule_id)
+        self._records[rule.rule_id] = (rule.raw, arrival_ms)
+        self._save_rules()
+        if old is not None:  # a narrower window lets entries go sooner
+            self._cleanup_due()
+        return []
+
+    def _control(self, rule: Rule) -> list[Output]:
+        if rule.control_type is ControlType.EXPORT_RULES_CURRENT:
+            return [current_rule(r) for r in self._ordered]
+        self.store.clear_windows()
+        if rule.control_type is ControlType.DELETE_RULES_ALL:
+            self._records.clear()
+            self._save_rules()
+            self._cleanup_due()
+        return []
+
+    # -- transactions --------------------------------------------------------------------
+    def on_transaction(
+        self, raw: bytes | str | None, watermark_ms: int, now_ms: int
+    ) -> list[Output]:
+        """Apply one `transactions` message: store its value in the window of every present
+        rule and key, and alert for each ACTIVE rule whose window aggregate passes the limit.
+        Never raises for bad input: an unusable message yields a dead_letter."""
+        try:
+            transaction = parse_transaction(raw)
+        except TransactionError as exc:
+            self.counters["dead_letters"] += 1
+            return [dead_letter(lenient_text(raw), str(exc))]
+        event_time = transaction.event_time
+        id_key = transaction.id_key
+        if self.store.is_seen(id_key):
+            self.counters["duplicates"] += 1
+            return []
+        self.store.put_seen(id_key, event_time)
+        self.counters["transactions"] += 1
+        entry_end = event_time - event_time % self._span + self._span
+        self._expires_at(entry_end + self._widest + self._retention)
+        if not self._ordered:
+            return []
+        late = event_time < watermark_ms
+        if late:
+            self.counters["late"] += 1
+        # Behind the seen-id horizon, a redelivery cannot be recognised any more: such a
+        # transaction still enters the windows (it is late) but is never evaluated, so it
+        # cannot alert twice, even with alert_on_late.
+        forgettable = self._seen_floor is not None and event_time < self._seen_floor
+        if forgettable:
+            self.counters["beyond_dedup_horizon"] += 1
+        evaluate = not forgettable and (self.alert_on_late or not late)
+        return self._apply(transaction, evaluate, entry_end, watermark_ms, now_ms)
+
+    def _apply(
+        self,
+        transaction: Transaction,
+        evaluate: bool,
+        entry_end: int,
+        watermark_ms: int,
+        now_ms: int,
+    ) -> list[Output]:
+        store, fields, event_time = self.store, transaction.fields, transaction.event_time
+        earliest = watermark_ms - self._retention
+        outputs: list[Output] = []
+        keys: dict[tuple[str, ...], str] = {}
+        for rule in self._ordered:
+            value = field_value(fields, rule.aggregate_field)
+            alerting = evaluate and rule.state is RuleState.ACTIVE
+            if value is None and not alerting:
+                continue
+            names = rule.grouping_key_names
+            key = keys.get(names)
+            if key is None:
+                key = keys[names] = grouping_key(fields, names)
+            rule_id = rule.rule_id
+            assert rule_id is not None
+            state = store.get_window(rule_id, key)
+            if state is None and value is None:
+                continue  # an empty window does not alert
+            window = self._load_window(state)
+            # trim as we go, so that cleanup() mostly has idle keys left to visit
+            trimmed = state is not None and window.expire(earliest, rule.window_ms)
+            if value is not None:
+                first_end = window.first_end() if self._due is not None else None
+                window.add(event_time, value)
+                due = entry_end + rule.window_ms + self._retention
+                self._expires_at(due)
+                if self._due is not None and (first_end is None or entry_end < first_end):
+                    heapq.heappush(self._due, (due, rule_id, key))
+            if alerting:
+                result = window.aggregate(rule.aggregator, event_time, rule.window_ms)
+                if result is not None and compare(rule.operator, result, rule.limit):
+                    outputs.append(alert(rule, key, result, transaction, now_ms))
+                    self.counters["alerts"] += 1
+                    if rule.resets_on_fire:
+                        store.delete_window(rule_id, key)
+                        continue
+            if value is not None or trimmed:
+                if len(window):
+                    store.put_window(rule_id, key, window.state())
+                else:
+                    store.delete_window(rule_id, key)
+        return outputs
+
+    # -- clean-up ------------------------------------------------------------------------
+    def _expires_at(self, watermark_ms: int) -> None:
+        if self._next_cleanup is None or watermark_ms < self._next_cleanup:
+            self._next_cleanup = watermark_ms
+            self.store.put_meta(NEXT_CLEANUP, watermark_ms)
+
+    def _cleanup_due(self) -> None:
+        self._due = None  # dues were computed with the old windows: scan again
+        self._next_cleanup = DUE
+        self.store.put_meta(NEXT_CLEANUP, DUE)
+
+    def _floor(self, event_time: int) -> int:
+        return event_time - event_time % self._span
+
+    def cleanup(self, watermark_ms: int) -> None:
+        """Drop what no transaction still to be evaluated can need (the seed's onTimer):
+        window entries older than watermark - rule window (- late retention), windows of
+        rules that are gone, and transaction ids older than the widest window."""
+        store, retention = self.store, self._retention
+        earliest = watermark_ms - retention  # oldest event time still evaluated in full
+        if self._due is None:
+            next_cleanup = self._scan_windows(earliest)
+        else:
+            next_cleanup = self._pop_due_windows(watermark_ms, earliest)
+        floor = self._floor(earliest - self._widest)
+        if self._seen_floor is None or floor > self._seen_floor:
+            self._seen_floor = floor
+            store.put_meta(SEEN_FLOOR, floor)
+        oldest_seen = store.expire_seen(self._seen_floor)
+        if oldest_seen is not None:
+            due = self._floor(oldest_seen) + self._span + self._widest + retention
+            next_cleanup = due if next_cleanup is None else min(next_cleanup, due)
+        self._next_cleanup = next_cleanup
+        store.put_meta(NEXT_CLEANUP, next_cleanup)
+
+    def _trimmed(self, rule_id: int, key: str, state: Any, earliest: int) -> int | None:
+        """Expire one stored window; its next due watermark, None when it is gone."""
+        rule = self._rules.get(rule_id)
+        if rule is None:
+            self.store.delete_window(rule_id, key)
+            return None
+        window = self._load_window(state)
+        if window.expire(earliest, rule.window_ms):
+            if not len(window):
+                self.store.delete_window(rule_id, key)
+                return None
+            self.store.put_window(rule_id, key, window.state())
+        first_end = window.first_end()
+        assert first_end is not None
+        return first_end + rule.window_ms + self._retention
+
+    def _scan_windows(self, earliest: int) -> int | None:
+        """Visit every window (a fresh engine, or after a rule change) and index what stays."""
+        due_list: list[tuple[int, int, str]] = []
+        for rule_id, key, state in list(self.store.windows()):
+            due = self._trimmed(rule_id, key, state, earliest)
+            if due is not None:
+                due_list.append((due, rule_id, key))
+        heapq.heapify(due_list)
+        self._due = due_list
+        return due_list[0][0] if due_list else None
+
+    def _pop_due_windows(self, watermark_ms: int, earliest: int) -> int | None:
+        """Visit only the windows whose oldest entry is due."""
+        heap = self._due
+        assert heap is not None
+        while heap and heap[0][0] <= watermark_ms:
+            _, rule_id, key = heapq.heappop(heap)
+            state = self.store.get_window(rule_id, key)
+            if state is None:
+                continue  # deleted since (reset on fire, rule deleted, cleared)
+            due = self._trimmed(rule_id, key, state, earliest)
+            if due is not None:
+                heapq.heappush(heap, (max(due, watermark_ms + 1), rule_id, key))
+        return heap[0][0] if heap else None
+
+    def next_cleanup_ms(self, watermark_ms: int) -> int | None:
+        """When cleanup should next run, as an event-time timer: the earliest watermark at
+        which it would drop something, rounded up to the second like the seed's timers, and
+        always after watermark_ms (a cleanup already due is due at the next second).
+        None when there is nothing to clean."""
+        if self._next_cleanup is None:
+            return None
+        at = max(self._next_cleanup, watermark_ms + 1)
+        return -(-at // 1000) * 1000
+
+
+def window_size(state: Any) -> int:
+    """Entries in one stored window state (individual values or buckets), for state-size
+    reports: an exact window, or a stored state whose first list holds one event time per
+    entry."""
+    if isinstance(state, ExactWindow):
+        return len(state)
+    return 0 if state is None else len(state[0])

@@ -1,0 +1,189 @@
+"""fraud_rules: transactions + rules -> dynamic keying -> window per (rule, key) -> alerts.
+
+Reads like the seed's topology: the rules stream is broadcast (here: to the shard that owns a
+rule, control messages to all), transactions are keyed dynamically by each rule's grouping
+fields inside the shard's engine, every transaction is evaluated on arrival over the window
+that ends at its event time, and alerts go to the `alerts` topic and the `fraud_alerts` table.
+Invalid rules go to `rule_errors`, EXPORT_RULES_CURRENT to `current_rules`, malformed
+transactions to `dead_letters`. The watermark (`fraud.lateness` behind the newest
+eventTime) decides which transactions are late; cleanup timers follow it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from spark_jobs.config import Settings
+from spark_jobs.contracts import (
+    TABLE_DEAD_LETTERS,
+    TABLE_FRAUD_ALERTS,
+    TOPIC_CURRENT_RULES,
+    TOPIC_FRAUD_ALERTS,
+    TOPIC_RULE_ERRORS,
+    TOPIC_RULES,
+    TOPIC_TRANSACTIONS,
+)
+from spark_jobs.fraud.processors.shard_placement import shard_keys
+from spark_jobs.fraud.processors.shard_processor import (
+    KIND_RULE,
+    KIND_TRANSACTION,
+    OUTPUT_SCHEMA,
+    FraudShardProcessor,
+)
+from spark_jobs.streaming.batch_outputs import BatchOutputs
+from spark_jobs.streaming.checkpoint import recorded_conf
+from spark_jobs.streaming.event_time import with_event_time
+from spark_jobs.streaming.kafka.producer import Publisher, produce_all
+from spark_jobs.streaming.kafka.source import read_topic
+
+NAME = "fraud_rules"
+FRAUD_ALERTS_SCHEMA = pa.schema(
+    [
+        pa.field("rule_id", pa.int64()),
+        pa.field("grouping_key", pa.string()),
+        pa.field("aggregate", pa.string()),  # exact decimal text, as in the alert message
+        pa.field("limit", pa.string()),
+        pa.field("transaction_id", pa.string()),
+        pa.field("event_time", pa.int64()),
+        pa.field("alert_time", pa.int64()),
+        pa.field("alert", pa.string()),  # the message published to the alerts topic
+        pa.field("topic", pa.string()),
+        pa.field("partition", pa.int32()),
+        pa.field("offset", pa.int64()),
+        pa.field("kafka_timestamp", pa.int64()),
+    ]
+)
+ARRIVAL = [("kafka_timestamp", "ascending"), ("topic", "ascending"),
+           ("partition", "ascending"), ("offset", "ascending")]
+
+
+def route(inputs: DataFrame, keys: list[int]) -> DataFrame:
+    """Give every row its shard key(s): a rule its ruleId's shard, control messages and rules
+    without a usable ruleId every shard (their errors are de-duplicated by the sink), and
+    every transaction every shard. `keys[i]` is shard i's key value (see shard_placement)."""
+    is_rule = F.col("kafka_topic") == TOPIC_RULES
+    rule_id = F.get_json_object(F.col("text"), "$.ruleId").try_cast("long")
+    state = F.get_json_object(F.col("text"), "$.ruleState")
+    everywhere = F.array(*[F.lit(key) for key in keys])
+    index = F.pmod(rule_id, F.lit(len(keys))).cast("int")
+    owner = F.array(F.element_at(everywhere, index + 1))
+    targets = F.when(is_rule & rule_id.isNotNull() & (state != F.lit("CONTROL")), owner) \
+        .otherwise(everywhere)
+    return inputs.withColumn("shard", F.explode(targets))
+
+
+def build(spark: SparkSession, settings: Settings) -> DataFrame:
+    """The streaming plan: both topics in one source (one Kafka-time cut per batch, records
+    handed over by the planner: kafka/prefetch.py), event time from transactions, routing to
+    shards, the stateful engine per shard."""
+    fraud = settings.fraud
+    raw = read_topic(spark, settings.kafka, [TOPIC_TRANSACTIONS, TOPIC_RULES],
+                     max_records_per_trigger=settings.jobs.max_records_per_trigger,
+                     idle_timeout_ms=fraud.idle_timeout_ms, prefetch=True)
+    inputs = raw.select(
+        F.when(F.col("kafka_topic") == TOPIC_RULES, F.lit(KIND_RULE))
+        .otherwise(F.lit(KIND_TRANSACTION)).alias("kind"),
+        F.col("value"), F.col("value").cast("string").alias("text"),
+        "kafka_topic", "kafka_partition", "kafka_offset", "kafka_timestamp", "kafka_key",
+    )
+    event_time = F.when(
+        F.col("kind") == KIND_TRANSACTION,
+        F.get_json_object(F.col("text"), "$.eventTime").try_cast("long"),
+    )
+    timed = with_event_time(inputs, event_time, fraud.lateness_ms)
+    if fraud.state == "driver":  # one engine in the sink (fraud_driver.FraudDriverSink)
+        return timed.drop("text")
+    routed = route(timed, shard_keys(fraud.shards, _shuffle_partitions(spark, settings)))
+    routed = routed.drop("text")
+    return routed.groupBy("shard").transformWithState(
+        FraudShardProcessor(fraud.alert_on_late_events, fraud.bucket_ms),
+        OUTPUT_SCHEMA,
+        "append",
+        "EventTime",
+    )
+
+
+def _shuffle_partitions(spark: SparkSession, settings: Settings) -> int:
+    """The shuffle width the query will really use: the checkpoint's, once it has one."""
+    name = "spark.sql.shuffle.partitions"
+    pinned = recorded_conf(settings.lake.checkpoint(NAME), name)
+    return int(pinned if pinned is not None else spark.conf.get(name))
+
+
+def alert_key(rule_id: int | None, transaction_id: str | None) -> str:
+    """The `alerts` message key: one rule's alert for one transaction."""
+    return f"{rule_id}:{transaction_id}"
+
+
+def _of_kind(table: pa.Table, kind: str) -> pa.Table:
+    return table.filter(pc.equal(table["kind"], kind))
+
+
+def _first_per_source(table: pa.Table) -> pa.Table:
+    """One row per causing message: broadcast messages produce the same output per shard."""
+    if table.num_rows == 0:
+        return table
+    table = table.sort_by([*ARRIVAL, ("shard", "ascending")])
+    coordinates = list(zip(table["topic"].to_pylist(), table["partition"].to_pylist(),
+                           table["offset"].to_pylist(), strict=True))
+    keep = [i for i, c in enumerate(coordinates) if i == 0 or c != coordinates[i - 1]]
+    return table.take(keep)
+
+
+def _renamed(table: pa.Table, value_name: str) -> pa.Table:
+    return table.rename_columns([value_name if n == "value" else n for n in table.column_names])
+
+
+class FraudAlertsSink:
+    """foreachBatch: alerts, rule errors, exported rules to their topics; dead letters; then
+    `fraud_alerts`, whose commit marks the batch done for a replay."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.outputs = BatchOutputs(settings, NAME)
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        table = batch.toArrow()  # always run the plan: its state stores must commit on replay
+        if self.outputs.committed(TABLE_FRAUD_ALERTS, batch_id):
+            return
+        self.deliver(table, batch_id)
+
+    def deliver(self, table: pa.Table, batch_id: int,
+                before_commit: Callable[[], None] | None = None,
+                sent_alerts: Publisher | None = None) -> None:
+        """Publish the engine outputs of one batch; `before_commit` runs just before the
+        `fraud_alerts` commit that marks the batch done. `sent_alerts`: the batch's alerts
+        were already sent as they were found (in this order), only their delivery is awaited."""
+        producer = self.outputs.producer
+        alerts = _of_kind(table, "alert").sort_by([*ARRIVAL, ("rule_id", "ascending")])
+        if sent_alerts is not None:
+            sent_alerts.flush()
+        else:
+            keys = [alert_key(r, t) for r, t in zip(alerts["rule_id"].to_pylist(),
+                                                    alerts["transaction_id"].to_pylist(),
+                                                    strict=True)]
+            produce_all(producer, TOPIC_FRAUD_ALERTS, keys, alerts["value"].to_pylist())
+        errors = _first_per_source(_of_kind(table, "rule_error"))
+        produce_all(producer, TOPIC_RULE_ERRORS, [None] * errors.num_rows,
+                    errors["value"].to_pylist())
+        exported = _of_kind(table, "current_rule").sort_by([*ARRIVAL, ("rule_id", "ascending")])
+        # one key, so one partition: a consumer reads an export in ruleId order
+        produce_all(producer, TOPIC_CURRENT_RULES, [TOPIC_CURRENT_RULES] * exported.num_rows,
+                    exported["value"].to_pylist())
+        dead = _first_per_source(_of_kind(table, "dead_letter"))
+        if dead.num_rows:
+            self.outputs.dead_letters(_renamed(dead, "raw_value").drop(["kind"]), batch_id)
+        if before_commit is not None:
+            before_commit()
+        if table.num_rows:  # a batch without outputs needs no marker: its replay sends nothing
+            rows = _renamed(alerts, "alert").select(FRAUD_ALERTS_SCHEMA.names)
+            self.outputs.append(TABLE_FRAUD_ALERTS, rows.cast(FRAUD_ALERTS_SCHEMA), batch_id)
+        self.outputs.maybe_compact(batch_id, (TABLE_FRAUD_ALERTS, TABLE_DEAD_LETTERS),
+                                   background=True)
+
+    def close(self) -> None:
+        self.outputs.close()

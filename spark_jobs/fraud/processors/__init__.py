@@ -1,0 +1,1 @@
+"""Spark adapters of the fraud engine: one transformWithState key per shard, its state store."""

@@ -1,0 +1,176 @@
+"""`tideline demo`: the whole experiment pipeline on one machine, with a live summary.
+
+Starts the embedded broker (unless kafka.bootstrap points elsewhere), loads demo
+experiments, publishes the ramp snapshot (again every 5 minutes, as the Airflow DAG does),
+starts the generator at a steady rate and the three jobs as queries of one SparkSession,
+and prints rows/s, lag, watermark and the latest metrics until Ctrl-C; then it stops
+everything it started. Durations are compressed so windows close within a minute.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import ExitStack
+from datetime import UTC, datetime
+from typing import Any
+
+from spark_jobs.config import EMBEDDED_BROKER_PORT, Settings, build_settings, deep_merge
+from spark_jobs.contracts import TABLE_EXPERIMENT_METRICS
+from spark_jobs.control.monitor.lag import offsets_dict
+from spark_jobs.experiments.core.periods import RampRow
+from spark_jobs.experiments.core.windows import window_end
+
+DEMO_JOBS = ("filter_events", "filter_activations", "experiment_metrics")
+DEMO_EXPERIMENTS = {
+    "period": "30m",
+    "window": "1m",
+    "lateness": "20s",
+    "dedup_ttl": "20s",
+    "cap_per_user_hour": 300,
+}
+SNAPSHOT_EVERY_S = 300
+REFRESH_S = 3.0
+
+
+def demo_settings(settings: Settings) -> Settings:
+    """Compressed durations unless the user configured them; a small trigger interval."""
+    tree = settings.raw
+    configured = {k for k, v in tree["experiments"].items() if str(v) != str(_default(k))}
+    experiments = {k: v for k, v in DEMO_EXPERIMENTS.items() if k not in configured}
+    return build_settings(deep_merge(tree, {"experiments": experiments}))
+
+
+def _default(key: str) -> Any:
+    from spark_jobs.config import DEFAULTS
+
+    return DEFAULTS["experiments"][key]
+
+
+def _uses_embedded_broker(settings: Settings) -> bool:
+    return settings.kafka.bootstrap == f"127.0.0.1:{EMBEDDED_BROKER_PORT}"
+
+
+def _offsets_lag(progress: dict[str, Any]) -> int | None:
+    """Messages in the job's topics not yet read: latest offsets minus the batch's end."""
+    lag = 0
+    for source in progress.get("sources", []):
+        latest, end = (offsets_dict(source.get(name)) for name in ("latestOffset", "endOffset"))
+        if latest is None or end is None:
+            return None
+        lag += sum(max(0, int(n) - int(end.get(key, 0))) for key, n in latest.items())
+    return lag
+
+
+def _drain_then_stop(query: Any, seconds: float = 30.0) -> None:
+    """Let the running micro-batch finish (traffic is already stopped), then stop the query;
+    interrupting a batch mid-way makes Spark print long, harmless stack traces."""
+    drained = threading.Thread(target=query.processAllAvailable, daemon=True)
+    drained.start()
+    drained.join(seconds)
+    query.stop()
+
+
+def _fmt_ms(ms: int | None) -> str:
+    if not ms:
+        return "-"
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%m-%d %H:%M:%S")
+
+
+def _print_summary(queries: dict[str, Any], settings: Settings) -> None:
+    from spark_jobs.streaming.lake.delta import read_arrow, table_exists
+
+    print(f"\n== {datetime.now(UTC).strftime('%H:%M:%S')} UTC " + "=" * 60)
+    for name, query in queries.items():
+        progress = query.lastProgress or {}
+        watermark = (progress.get("eventTime") or {}).get("watermark", "-")
+        lag = _offsets_lag(progress) if progress else None
+        print(
+            f"{name:20s} in {progress.get('inputRowsPerSecond', 0):9.0f} rows/s  "
+            f"done {progress.get('processedRowsPerSecond', 0):9.0f} rows/s  "
+            f"batch {progress.get('batchId', '-'):>5}  lag {lag if lag is not None else '-':>7}  "
+            f"watermark {watermark}"
+        )
+    uri = settings.lake.table(TABLE_EXPERIMENT_METRICS)
+    if not table_exists(uri):
+        print("experiment_metrics: no closed window yet")
+        return
+    table = read_arrow(uri).to_pandas()
+    latest = table.sort_values("window_end").groupby(
+        ["experiment_hash", "experiment_group", "period_start", "event_type"]
+    ).tail(1)
+    latest = latest[latest["event_type"] == settings.experiments.critical_event_types[0]]
+    for row in latest.sort_values(["experiment_hash", "experiment_group"]).itertuples():
+        print(
+            f"  {row.experiment_hash:10s} {row.experiment_group:10s} W={_fmt_ms(row.window_end)} "
+            f"triggered={row.triggered_users:6d} {row.event_type}: volume={row.volume:7d} "
+            f"propensity={row.propensity:6d}"
+        )
+
+
+def run_demo(settings: Settings, rate: float = 2000.0, seconds: float | None = None) -> int:
+    from spark_jobs.experiments.admin.metadata import add_ramps, read_ramps
+    from spark_jobs.experiments.admin.snapshot import publish_snapshot
+    from spark_jobs.experiments.traffic import TrafficSpec, live_traffic_producer, produce
+    from spark_jobs.local.broker import EmbeddedBroker
+    from spark_jobs.streaming.progress import ProgressFileListener
+    from spark_jobs.streaming.runner import start_job
+    from spark_jobs.streaming.spark_session import build_session
+
+    settings = demo_settings(settings)
+    stop = threading.Event()
+    with ExitStack() as stack:
+        if _uses_embedded_broker(settings):
+            broker = EmbeddedBroker(port=EMBEDDED_BROKER_PORT).start()
+            stack.callback(broker.stop)
+            print(f"embedded broker on {broker.bootstrap}")
+
+        start_ms = window_end(int(time.time() * 1000), settings.experiments.window_ms)
+        spec = TrafficSpec.from_settings(settings.experiments, start_ms=start_ms, n_users=1000)
+        if not read_ramps(settings.metadata.url):
+            rows = [RampRow(**row) for row in spec.ramp_rows(cycles=200)]
+            add_ramps(settings.metadata.url, rows)
+            print(f"loaded {len(rows)} demo ramp rows into {settings.metadata.url}")
+
+        def publish_forever() -> None:
+            while not stop.is_set():
+                path = publish_snapshot(settings, int(time.time() * 1000) + 10 * 86_400_000, None)
+                print(f"published ramp snapshot {path.name}")
+                stop.wait(SNAPSHOT_EVERY_S)
+
+        publisher = threading.Thread(target=publish_forever, name="snapshot", daemon=True)
+        publisher.start()
+
+        generator = threading.Thread(
+            target=produce, name="generator", daemon=True,
+            kwargs={"spec": spec, "settings": settings, "rate": rate, "progress": False,
+                    "loop": True, "stop_event": stop,
+                "producer": live_traffic_producer(settings)},
+        )
+        generator.start()
+
+        spark = build_session(settings, app_name="tideline-demo")
+        stack.callback(spark.stop)
+        queries = {}
+        for name in DEMO_JOBS:
+            spark.streams.addListener(ProgressFileListener(settings, name))
+            query, sink = start_job(spark, settings, name)
+            queries[name] = query
+            stack.callback(_drain_then_stop, query)
+            if hasattr(sink, "close"):
+                stack.callback(sink.close)
+        stack.callback(generator.join, 30)  # stop traffic first, then jobs, Spark, broker
+        stack.callback(stop.set)
+        print("demo running; Ctrl-C stops everything it started")
+        started = time.monotonic()
+        try:
+            while seconds is None or time.monotonic() - started < seconds:
+                time.sleep(REFRESH_S)
+                failed = [n for n, q in queries.items() if q.exception() is not None]
+                if failed:
+                    print(f"job(s) failed: {failed}: {queries[failed[0]].exception()}")
+                    return 1
+                _print_summary(queries, settings)
+        except KeyboardInterrupt:
+            print("\nstopping...")
+    return 0

@@ -1,0 +1,298 @@
+"""`tideline platform`: the whole platform on one machine, managed through the Airflow UI.
+
+It starts the embedded broker (unless kafka.bootstrap points elsewhere), loads demo
+experiments into the metadata DB, publishes a first ramp snapshot, starts Airflow standalone
+(SQLite, LocalExecutor, 127.0.0.1, login with a generated password) with the Tideline DAGs
+unpaused, serves the results dashboard (`dashboard.port`, 8050), and produces synthetic
+traffic at a steady rate. The `streaming_jobs` DAG then
+deploys the three streaming jobs within a minute, `ramp_snapshot` publishes every 5 minutes,
+`daily_validation` and `maintenance` run daily. Ctrl-C (or SIGTERM) stops the generator,
+Airflow, the streaming jobs and the broker, in that order, so nothing restarts a job that is
+being stopped and nothing is left running.
+
+Durations are the demo's compressed ones (`spark_jobs.local.demo.demo_settings`). The traffic's
+event time follows the wall clock, `EVENT_TIME_LAG` behind it: ramp snapshots are published
+as of the wall clock every 5 minutes, so with that lag every period's ramp-up is in a
+snapshot before the first activation of it arrives.
+
+With the embedded broker, which keeps messages in memory only, every start begins with empty
+topics, so the jobs' checkpoints of an earlier session are cleared (`forget_previous_broker`).
+
+`daily_validation` catches up from `validation.start_date`; when that is not configured,
+the platform uses the day before it first ran on this Airflow home (remembered in the home,
+so restarts do not move it).
+"""
+
+from __future__ import annotations
+
+import datetime
+import shutil
+import signal
+import sys
+import threading
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from spark_jobs.config import EMBEDDED_BROKER_PORT, Settings, build_settings, deep_merge
+from spark_jobs.control.orchestration.standalone import AirflowStartError
+from spark_jobs.results.dashboard.server import DashboardServer, DashboardStartError
+
+DAG_IDS = (
+    "daily_validation", "experiment_guardrails", "maintenance", "ramp_snapshot", "streaming_jobs",
+    "training_samples_shadow",
+)
+EVENT_TIME_LAG = datetime.timedelta(minutes=6)
+DEFAULT_USERS = 10_000
+RAMP_CYCLES = 200  # traffic cycles (2 h each) with ramps: over two weeks of running
+START_DATE_FILE = "validation_start_date"
+DAG_PARSE_TIMEOUT_S = 120.0
+CHECK_EVERY_S = 5.0
+
+
+@dataclass(frozen=True)
+class AirflowAccess:
+    """What a person needs to log in."""
+
+    url: str
+    user: str
+    password: str
+
+
+def uses_embedded_broker(settings: Settings) -> bool:
+    return settings.kafka.bootstrap == f"127.0.0.1:{EMBEDDED_BROKER_PORT}"
+
+
+def platform_start_date(settings: Settings, today: datetime.date | None = None) -> str:
+    """validation.start_date, else the day before the platform's first start on this home."""
+    if settings.validation.start_date is not None:
+        return settings.validation.start_date
+    remembered = Path(settings.airflow.home) / START_DATE_FILE
+    if remembered.is_file():
+        return datetime.date.fromisoformat(remembered.read_text().strip()).isoformat()
+    today = today or datetime.datetime.now(datetime.UTC).date()
+    chosen = (today - datetime.timedelta(days=1)).isoformat()
+    remembered.parent.mkdir(parents=True, exist_ok=True)
+    remembered.write_text(chosen + "\n")
+    return chosen
+
+
+def platform_settings(settings: Settings) -> Settings:
+    """The demo's compressed durations plus a validation start date."""
+    from spark_jobs.local.demo import demo_settings
+
+    compressed = demo_settings(settings)
+    start = {"validation": {"start_date": platform_start_date(compressed)}}
+    return build_settings(deep_merge(compressed.raw, start))
+
+
+def traffic_spec(settings: Settings, users: int, now_ms: int) -> Any:
+    """Endless traffic whose event time starts EVENT_TIME_LAG before now."""
+    from spark_jobs.experiments.core.windows import window_end
+    from spark_jobs.experiments.traffic import TrafficSpec
+
+    lag_ms = int(EVENT_TIME_LAG.total_seconds() * 1000)
+    start_ms = window_end(now_ms - lag_ms, settings.experiments.window_ms)
+    return TrafficSpec.from_settings(settings.experiments, start_ms=start_ms, n_users=users)
+
+
+def realtime_rate(spec: Any) -> float:
+    """Messages per second that make event time advance as fast as the wall clock."""
+    from spark_jobs.experiments.traffic import TrafficGenerator
+
+    messages = sum(len(chunk) for chunk in TrafficGenerator(spec).chunks(1))
+    return messages / (spec.duration_ms / 1000)
+
+
+def load_demo_ramps(settings: Settings, spec: Any) -> int:
+    """Add the ramps of this traffic (its experiments ramp relative to its start) unless they
+    are in the metadata DB already; returns the rows added.
+
+    Ramps of an earlier start stay: the DB may hold a user's own experiments too.
+    """
+    from spark_jobs.experiments.admin.metadata import add_ramps, read_ramps
+    from spark_jobs.experiments.core.periods import RampRow
+
+    rows = [RampRow(**row) for row in spec.ramp_rows(cycles=RAMP_CYCLES)]
+    first = (rows[0].experiment_hash, rows[0].experiment_group, rows[0].ramp_ts)
+    known = {(r.experiment_hash, r.experiment_group, r.ramp_ts)
+             for r in read_ramps(settings.metadata.url)}
+    return 0 if first in known else add_ramps(settings.metadata.url, rows)
+
+
+def forget_previous_broker(settings: Settings) -> list[str]:
+    """Clear what the streaming jobs keep about an earlier embedded broker; returns the jobs
+    whose checkpoint was cleared.
+
+    The embedded broker holds messages in memory only, so a new one starts with empty
+    topics, and a job resuming from a checkpoint of an earlier session asks for offsets that
+    no longer exist and fails (then restarts in a loop). Jobs left running by an earlier
+    session are stopped first; then checkpoints, progress reports and restart history go.
+    The Delta tables keep their rows: sinks key their exactly-once commits by checkpoint
+    lineage, so new checkpoints start new lineages instead of being skipped.
+    """
+    from spark_jobs.control.monitor.inputs import JOB_NAMES
+    from spark_jobs.control.monitor.restarts import clear_restarts
+    from spark_jobs.control.monitor.supervisor import stop_all_jobs
+    from spark_jobs.streaming.progress import progress_dir
+
+    if "://" in settings.lake.checkpoints:
+        return []  # an object store: only a local demo lake is cleared
+    stop_all_jobs(settings)
+    cleared = []
+    for job in JOB_NAMES:
+        checkpoint = Path(settings.lake.checkpoint(job))
+        if checkpoint.exists():
+            shutil.rmtree(checkpoint)
+            cleared.append(job)
+        for suffix in (".json", ".jsonl", ".jsonl.1"):
+            (progress_dir(settings) / f"{job}{suffix}").unlink(missing_ok=True)
+        clear_restarts(settings, job)
+    return cleared
+
+
+def start_airflow(settings: Settings, stack: ExitStack) -> tuple[Any, AirflowAccess]:
+    """Airflow standalone with every Tideline DAG unpaused (stopped when `stack` closes) and
+    how to log in."""
+    from spark_jobs.control.orchestration.api import AirflowClient
+    from spark_jobs.control.orchestration.environment import (
+        ADMIN_USER,
+        SETTINGS_FILE,
+        airflow_environment,
+        write_settings_file,
+    )
+    from spark_jobs.control.orchestration.standalone import AirflowStandalone
+
+    home = Path(settings.airflow.home)
+    settings_file = write_settings_file(settings, home / SETTINGS_FILE)
+    env = airflow_environment(settings, settings_file=settings_file, paused_at_creation=False)
+    airflow = AirflowStandalone(env, home / "logs" / "standalone.log")
+    stack.callback(_report_stopped, "Airflow")
+    stack.callback(airflow.stop)
+    print(f"starting Airflow (log: {airflow.log_path}) ...", flush=True)
+    airflow.start()
+    password = airflow.admin_password()
+    with AirflowClient(airflow.local_url, ADMIN_USER, password) as client:
+        client.wait_for_dags(list(DAG_IDS), DAG_PARSE_TIMEOUT_S)
+        for dag in client.dags():  # DAGs paused in an earlier session of this home resume
+            if dag["dag_id"] in DAG_IDS and dag["is_paused"]:
+                client.unpause(dag["dag_id"])
+    return airflow, AirflowAccess(settings.airflow.base_url, ADMIN_USER, password)
+
+
+def _report_stopped(what: str) -> None:
+    print(f"stopped {what}", flush=True)
+
+
+def _stop_streaming_jobs(settings: Settings) -> None:
+    from spark_jobs.control.monitor.supervisor import stop_all_jobs
+
+    stopped = stop_all_jobs(settings)
+    print(f"stopped streaming jobs: {', '.join(stopped) or 'none running'}", flush=True)
+
+
+def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def run_platform(
+    settings: Settings, users: int = DEFAULT_USERS, seconds: float | None = None
+) -> int:
+    """Run until Ctrl-C, SIGTERM or `seconds`; returns the exit status."""
+    settings = platform_settings(settings)
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    stack = ExitStack()
+    try:
+        return _start_and_wait(settings, users, seconds, stack)
+    except KeyboardInterrupt:
+        return 0
+    except AirflowStartError as exc:
+        print(f"tideline: Airflow did not start: {exc}", file=sys.stderr)
+        return 1
+    except DashboardStartError as exc:
+        print(f"tideline: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        print("\nstopping ...", flush=True)
+        for sig in handlers:  # a second Ctrl-C must not cut the clean-up short
+            signal.signal(sig, signal.SIG_IGN)
+        try:
+            stack.close()
+        finally:
+            for sig, handler in handlers.items():
+                signal.signal(sig, handler)
+
+
+def _start_and_wait(settings: Settings, users: int, seconds: float | None, stack: ExitStack) -> int:
+    """Start everything, registering each stop on `stack` as soon as its start is under way.
+
+    The stack unwinds in reverse: traffic, dashboard, Airflow, streaming jobs, broker. Jobs
+    stop after Airflow so that the streaming_jobs DAG cannot start them again.
+    """
+    from spark_jobs.experiments.admin.snapshot import publish_for_run
+    from spark_jobs.experiments.traffic import live_traffic_producer, produce
+    from spark_jobs.local.broker import EmbeddedBroker
+
+    if uses_embedded_broker(settings):
+        broker = EmbeddedBroker(port=EMBEDDED_BROKER_PORT)
+        stack.callback(_report_stopped, "broker")
+        stack.callback(broker.stop)
+        broker.start()
+        print(f"embedded broker on {broker.bootstrap}", flush=True)
+        cleared = forget_previous_broker(settings)
+        if cleared:
+            print(f"new empty broker: cleared the checkpoints of {', '.join(cleared)}", flush=True)
+    stack.callback(_stop_streaming_jobs, settings)
+
+    now_ms = int(time.time() * 1000)
+    spec = traffic_spec(settings, users, now_ms)
+    loaded = load_demo_ramps(settings, spec)
+    if loaded:
+        print(f"loaded {loaded} demo ramp rows into {settings.metadata.url}", flush=True)
+    path, _ = publish_for_run(settings, now_ms)
+    print(f"published ramp snapshot {path.name}", flush=True)
+
+    airflow, access = start_airflow(settings, stack)
+    dashboard = DashboardServer(settings)
+    stack.callback(_report_stopped, "dashboard")
+    stack.callback(dashboard.stop)
+    dashboard.start()
+
+    rate = realtime_rate(spec)
+    stop = threading.Event()
+    generator = threading.Thread(
+        target=produce, name="generator", daemon=True,
+        kwargs={"spec": spec, "settings": settings, "rate": rate, "progress": False,
+                "loop": True, "stop_event": stop,
+                "producer": live_traffic_producer(settings)},
+    )
+    generator.start()
+    stack.callback(_report_stopped, "traffic")
+    stack.callback(generator.join, 30)
+    stack.callback(stop.set)
+
+    lag_min = int(EVENT_TIME_LAG.total_seconds() // 60)
+    print(
+        "\nTideline is running.\n"
+        f"  Airflow UI : {access.url}\n"
+        f"  user       : {access.user}\n"
+        f"  password   : {access.password}\n"
+        f"  dashboard  : {dashboard.url}\n"
+        f"  traffic    : {rate:.0f} messages/s, event time {lag_min} min behind the clock\n"
+        "The streaming_jobs DAG deploys the streaming jobs within a minute.\n"
+        "Ctrl-C stops everything.\n",
+        flush=True,
+    )
+    started = time.monotonic()
+    while seconds is None or time.monotonic() - started < seconds:
+        time.sleep(CHECK_EVERY_S)
+        stopped = [name for name, alive in (("traffic generator", generator.is_alive()),
+                                            ("Airflow", airflow.running())) if not alive]
+        if stopped:
+            print(f"tideline: the {stopped[0]} stopped unexpectedly", file=sys.stderr)
+            return 1
+    return 0

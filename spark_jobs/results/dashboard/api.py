@@ -1,0 +1,102 @@
+"""The dashboard's JSON: what the page needs from `Results`, apart from the routes (app.py).
+
+The list carries one headline comparison per experiment so the page can show it without
+fetching every experiment's series; the detail is the whole experiment (`as_json`) plus what
+the page needs to describe the test and choose an event type.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from spark_jobs.config import Settings
+from spark_jobs.results.dashboard.results import ExperimentResult, Results, as_json
+from spark_jobs.results.verdicts import ExperimentVerdict, MetricResult
+
+METRIC_LABELS = {"propensity": "propensity rate", "volume": "actions per triggered user"}
+
+
+def describe_test(verdict: ExperimentVerdict, settings: Settings) -> str:
+    """Which correction the verdict uses, in the words the page shows."""
+    if verdict.method == "sequential":
+        return "mSPRT (always-valid sequential test)"
+    return f"Bonferroni over {verdict.planned_looks} looks × {verdict.comparisons} comparisons"
+
+
+def decisive_p(metric: MetricResult, method: str) -> float | None:
+    return metric.p_sequential if method == "sequential" else metric.p_bonferroni
+
+
+def headline(verdict: ExperimentVerdict) -> MetricResult | None:
+    """The comparison that best explains the status: the significant ones first (drops first
+    for a loss), then the smallest p-value of the test the verdict uses."""
+    if not verdict.metrics:
+        return None
+    wanted = "down" if verdict.status == "loss" else "up" if verdict.status == "win" else None
+
+    def key(m: MetricResult) -> tuple:
+        p = decisive_p(m, verdict.method)
+        return (not m.significant, m.direction != wanted, 1.0 if p is None else p,
+                1.0 if m.p_fixed is None else m.p_fixed)
+
+    return min(verdict.metrics, key=key)
+
+
+def _headline_json(metric: MetricResult | None, method: str) -> dict[str, Any] | None:
+    if metric is None:
+        return None
+    return as_json({
+        "treatment_group": metric.treatment_group, "event_type": metric.event_type,
+        "metric": metric.metric, "metric_label": METRIC_LABELS.get(metric.metric, metric.metric),
+        "guardrail": metric.guardrail, "lift": metric.lift, "lift_low": metric.lift_low,
+        "lift_high": metric.lift_high, "p": decisive_p(metric, method),
+        "significant": metric.significant, "direction": metric.direction,
+    })
+
+
+def summary(result: ExperimentResult, settings: Settings) -> dict[str, Any]:
+    verdict = result.verdict
+    return as_json({
+        "hash": result.experiment_hash, "running": result.running,
+        "period_start": result.period_start, "period_end": result.period_end,
+        "latest_window_end": result.latest_window_end, "status": verdict.status,
+        "label": verdict.label, "reason": verdict.reason, "method": verdict.method,
+        "test": describe_test(verdict, settings), "looks": verdict.looks,
+        "planned_looks": verdict.planned_looks,
+        "comparisons": verdict.comparisons, "srm_p": verdict.srm_p,
+        "triggered_users": verdict.triggered_users,
+        "headline": _headline_json(headline(verdict), verdict.method),
+    })
+
+
+def _header(results: Results, settings: Settings) -> dict[str, Any]:
+    return {
+        "as_of": results.as_of_ms, "loaded_at": results.loaded_at_ms,
+        "table_version": results.table_version, "refresh_ms": settings.dashboard.refresh_ms,
+        "method": settings.stats.method, "alpha": settings.stats.alpha,
+        "srm_alpha": settings.stats.srm_alpha,
+    }
+
+
+def experiments_json(results: Results, settings: Settings) -> dict[str, Any]:
+    return {**_header(results, settings),
+            "experiments": [summary(e, settings) for e in results.experiments]}
+
+
+def event_types(result: ExperimentResult, settings: Settings) -> list[str]:
+    """The experiment's event types, critical ones first in the configured order."""
+    present = {m.event_type for m in result.verdict.metrics}
+    present |= {event for group in result.verdict.bands.values() for event in group}
+    critical = [e for e in settings.experiments.critical_event_types if e in present]
+    return critical + sorted(present - set(critical))
+
+
+def experiment_json(results: Results, result: ExperimentResult, settings: Settings
+                    ) -> dict[str, Any]:
+    return {
+        **_header(results, settings), **summary(result, settings),
+        "event_types": event_types(result, settings),
+        "guardrail_events": list(settings.stats.guardrail_events),
+        "metric_labels": METRIC_LABELS,
+        "experiment": as_json(result),
+    }

@@ -1,0 +1,100 @@
+"""A made-up `experiment_metrics` table with known effects: dashboard and guardrail tests,
+and the dashboard benchmark at production size.
+
+Each window brings new triggered users to each group; a user has an event of a type with the
+group's rate and then 1 + Poisson(1) of them. Rows are cumulative like the real table's and
+the ramps go into the metadata DB, so the SRM check has allocations to compare with. Seeded:
+equal arguments give equal tables.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import numpy as np
+import pyarrow as pa
+
+from spark_jobs.config import Settings
+from spark_jobs.contracts import TABLE_EXPERIMENT_METRICS
+from spark_jobs.experiments.admin.metadata import add_ramps
+from spark_jobs.experiments.core.periods import RampRow
+from spark_jobs.streaming.lake.delta import upsert_rows
+
+PRIMARY_KEY = ["experiment_hash", "experiment_group", "period_start", "event_type", "window_end"]
+START_MS = 1_767_225_600_000  # 2026-01-01T00:00Z
+SCHEMA = pa.schema([
+    ("experiment_hash", pa.string()), ("experiment_group", pa.string()),
+    ("period_start", pa.int64()), ("event_type", pa.string()), ("window_end", pa.int64()),
+    ("is_control", pa.bool_()), ("triggered_users", pa.int64()), ("volume", pa.int64()),
+    ("propensity", pa.int64()), ("volume_sum_squares", pa.int64()),
+    ("updated_at", pa.timestamp("us", tz="UTC")),
+])
+
+
+@dataclass(frozen=True)
+class SyntheticExperiment:
+    """rates: event type -> (control rate, treatment rate) of users with the event."""
+
+    name: str
+    rates: dict[str, tuple[float, float]]
+    users_per_window: tuple[int, int] = (150, 150)
+    allocation: tuple[float, float] = (50.0, 50.0)
+    windows: int = 12
+    groups: tuple[str, str] = field(default=("control", "treatment"))
+
+
+# The dashboard tests' four experiments, one per status.
+KNOWN_EFFECTS = (
+    SyntheticExperiment("exp_win", {"click": (0.20, 0.30), "impression": (0.6, 0.6)}),
+    SyntheticExperiment("exp_guardrail", {"click": (0.20, 0.20), "impression": (0.6, 0.5)}),
+    SyntheticExperiment("exp_srm", {"click": (0.20, 0.20), "impression": (0.6, 0.6)},
+                        users_per_window=(150, 190)),
+    SyntheticExperiment("exp_aa", {"click": (0.20, 0.20), "impression": (0.6, 0.6)}),
+)
+
+
+def metric_rows(experiment: SyntheticExperiment, window_ms: int, seed: int,
+                start_ms: int = START_MS, windows: int | None = None) -> pa.Table:
+    """The experiment's cumulative rows for its first `windows` windows."""
+    rng = np.random.default_rng(seed)
+    count = experiment.windows if windows is None else windows
+    if count > experiment.windows:
+        raise ValueError(f"{experiment.name} has {experiment.windows} windows, not {count}")
+    updated = datetime.now(UTC)
+    columns: dict[str, list] = {name: [] for name in SCHEMA.names}
+    for index, group in enumerate(experiment.groups):
+        for event, rates in sorted(experiment.rates.items()):
+            users = experiment.users_per_window[index]
+            totals = np.zeros(4, dtype=np.int64)
+            for k in range(1, experiment.windows + 1):
+                active = rng.random(users) < rates[index]
+                actions = np.where(active, 1 + rng.poisson(1.0, users), 0)
+                totals += [users, active.sum(), actions.sum(), (actions**2).sum()]
+                if k > count:
+                    continue
+                values = (experiment.name, group, start_ms, event, start_ms + k * window_ms,
+                          index == 0, int(totals[0]), int(totals[2]), int(totals[1]),
+                          int(totals[3]), updated)
+                for name, value in zip(SCHEMA.names, values, strict=True):
+                    columns[name].append(value)
+    return pa.Table.from_pydict(columns, schema=SCHEMA)
+
+
+def write_metrics(settings: Settings, experiments=KNOWN_EFFECTS, seed: int = 1,
+                  windows: int | None = None, start_ms: int = START_MS, ramps: bool = True
+                  ) -> None:
+    """Upsert the experiments' rows (first `windows` windows; a later call with more windows
+    extends the same series, like a streaming job) and load their ramps once."""
+    window_ms = settings.experiments.window_ms
+    tables = [metric_rows(e, window_ms, seed + i, start_ms, windows)
+              for i, e in enumerate(experiments)]
+    upsert_rows(settings.lake.table(TABLE_EXPERIMENT_METRICS), pa.concat_tables(tables),
+                PRIMARY_KEY)
+    if not ramps:
+        return
+    add_ramps(settings.metadata.url, [
+        RampRow(e.name, group, start_ms, e.allocation[i], i == 0)
+        for e in experiments for i, group in enumerate(e.groups)
+    ])
+

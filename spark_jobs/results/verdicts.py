@@ -1,0 +1,274 @@
+"""An experiment's verdict from its cumulative metric rows: what the dashboard shows.
+
+For each treatment group, critical event type and metric (propensity rate, actions per
+triggered user) every window is a look. Both corrections for looking many times are
+computed; `method` says which one the verdict uses:
+- "bonferroni" (the seed's first implementation): fixed-horizon tests (two-sample proportion
+  z-test for propensity, Welch's t-test for actions per user) at alpha / (planned looks x
+  comparisons), the planned looks being the windows of a period (dividing by the looks made
+  so far would not be valid: the sum of alpha/k diverges); the per-look intervals of the
+  charts use the normal quantile (with >= min_users per group, t and z agree closely);
+- "sequential": the mSPRT of `sequential.py` at alpha / comparisons, valid however often
+  the results are looked at.
+A sample ratio mismatch (chi-square of triggered users against the allocation) makes the
+comparison untrustworthy and wins over any other status; a significant drop of any metric is
+a loss; otherwise any significant rise is a win. Higher counts are taken as better.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from statistics import NormalDist
+from typing import Protocol
+
+from spark_jobs.results.sequential import METRICS, Estimate, estimate, sequential_test
+from spark_jobs.results.stats import (
+    GroupCounts,
+    bonferroni,
+    proportion_test,
+    sample_ratio_mismatch,
+    welch_test,
+)
+
+STATUSES = {
+    "win": "significant win",
+    "loss": "significant loss",
+    "srm": "sample ratio mismatch",
+    "none": "no verdict yet",
+}
+_NORMAL = NormalDist()
+
+
+class StatsParameters(Protocol):
+    alpha: float
+    method: str
+    mixture_sd: float
+    srm_alpha: float
+    min_users: int
+    guardrail_events: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class GroupHistory:
+    """One group's rows of its current period: event type -> [(window_end, counts)]."""
+
+    group: str
+    is_control: bool
+    period_start: int
+    allocation_pct: float | None
+    series: Mapping[str, Sequence[tuple[int, GroupCounts]]]
+
+
+@dataclass(frozen=True)
+class Band:
+    """A group's metric per window with a 1 - alpha interval (unadjusted, for the charts)."""
+
+    window_end: list[int]
+    value: list[float]
+    low: list[float]
+    high: list[float]
+
+
+@dataclass(frozen=True)
+class MetricResult:
+    """One comparison (treatment group vs control, event type, metric) over its looks."""
+
+    treatment_group: str
+    event_type: str
+    metric: str
+    guardrail: bool
+    window_end: list[int]
+    difference: list[float | None]
+    sequential_low: list[float | None]
+    sequential_high: list[float | None]
+    bonferroni_low: list[float | None]
+    bonferroni_high: list[float | None]
+    control: float | None = None
+    treatment: float | None = None
+    lift: float | None = None
+    lift_low: float | None = None
+    lift_high: float | None = None
+    p_fixed: float | None = None
+    p_bonferroni: float | None = None
+    p_sequential: float | None = None
+    significant: bool = False
+    direction: str | None = None  # "up" or "down" when significant
+
+
+@dataclass(frozen=True)
+class ExperimentVerdict:
+    experiment_hash: str
+    status: str
+    reason: str
+    method: str
+    looks: int
+    planned_looks: int  # windows of a period: what Bonferroni divides alpha by (with comparisons)
+    comparisons: int
+    srm_p: float | None
+    triggered_users: dict[str, int]
+    metrics: list[MetricResult] = field(default_factory=list)
+    bands: dict[str, dict[str, dict[str, Band]]] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return STATUSES[self.status]
+
+    @property
+    def guardrail_drops(self) -> list[MetricResult]:
+        return [m for m in self.metrics if m.guardrail and m.direction == "down"]
+
+
+def metric_value(counts: GroupCounts, metric: str) -> float:
+    return counts.rate if metric == "propensity" else counts.mean_actions
+
+
+def group_band(series: Sequence[tuple[int, GroupCounts]], metric: str, alpha: float) -> Band:
+    """Per window: the group's rate (Wald) or mean actions per user (normal) with interval."""
+    z = _NORMAL.inv_cdf(1 - alpha / 2)
+    ends, values, lows, highs = [], [], [], []
+    for window_end, counts in series:
+        n = counts.triggered_users
+        value = metric_value(counts, metric)
+        variance = value * (1 - value) if metric == "propensity" else counts.var_actions
+        half = z * math.sqrt(variance / n) if n else 0.0
+        ends.append(window_end)
+        values.append(value)
+        lows.append(value - half)
+        highs.append(value + half)
+    return Band(ends, values, lows, highs)
+
+
+def _common_looks(control: Sequence[tuple[int, GroupCounts]],
+                  treatment: Sequence[tuple[int, GroupCounts]]
+                  ) -> list[tuple[int, GroupCounts, GroupCounts]]:
+    treated = dict(treatment)
+    return [(end, counts, treated[end]) for end, counts in control if end in treated]
+
+
+def compare(treatment_group: str, event_type: str, metric: str,
+            looks: Sequence[tuple[int, GroupCounts, GroupCounts]], comparisons: int,
+            planned_looks: int, params: StatsParameters) -> MetricResult:
+    """Both corrections at every look; the latest look decides."""
+    estimates: list[Estimate | None] = [estimate(c, t, metric) for _, c, t in looks]
+    family_alpha = params.alpha / comparisons
+    sequential = sequential_test(estimates, family_alpha, params.mixture_sd)
+    bonf_low: list[float | None] = []
+    bonf_high: list[float | None] = []
+    p_fixed = p_bonf = None
+    tests = max(planned_looks, len(looks)) * comparisons
+    z = _NORMAL.inv_cdf(1 - params.alpha / (2 * tests))
+    for est in estimates:
+        if est is None or est.variance <= 0:
+            bonf_low.append(None)
+            bonf_high.append(None)
+            continue
+        se = math.sqrt(est.variance)
+        bonf_low.append(est.difference - z * se)
+        bonf_high.append(est.difference + z * se)
+    if estimates and estimates[-1] is not None:
+        _, control_counts, treatment_counts = looks[-1]
+        fixed_test = proportion_test if metric == "propensity" else welch_test
+        p_fixed = fixed_test(control_counts, treatment_counts, params.alpha).p_value
+        p_bonf = bonferroni(p_fixed, tests)
+    result = MetricResult(
+        treatment_group, event_type, metric, event_type in params.guardrail_events,
+        window_end=[end for end, _, _ in looks],
+        difference=[None if e is None else e.difference for e in estimates],
+        sequential_low=[None if s is None else _finite(s.ci_low) for s in sequential],
+        sequential_high=[None if s is None else _finite(s.ci_high) for s in sequential],
+        bonferroni_low=bonf_low, bonferroni_high=bonf_high,
+    )
+    last = estimates[-1] if estimates else None
+    last_seq = sequential[-1] if sequential else None
+    if last is None or last_seq is None:
+        return result
+    p_seq = min(1.0, last_seq.p_value * comparisons)
+    if params.method == "sequential":
+        significant, low, high = p_seq < params.alpha, last_seq.ci_low, last_seq.ci_high
+    else:
+        significant = p_bonf is not None and p_bonf < params.alpha
+        low, high = bonf_low[-1], bonf_high[-1]
+    base = last.control
+
+    def lift_of(value: float | None) -> float | None:
+        return None if value is None or not math.isfinite(value) or base == 0 else value / base
+
+    return dataclasses.replace(
+        result, control=last.control, treatment=last.treatment,
+        lift=lift_of(last.difference), lift_low=lift_of(low), lift_high=lift_of(high),
+        p_fixed=p_fixed, p_bonferroni=p_bonf, p_sequential=p_seq, significant=significant,
+        direction=("up" if last.difference > 0 else "down") if significant else None,
+    )
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def judge(experiment_hash: str, groups: Sequence[GroupHistory], planned_looks: int,
+          params: StatsParameters) -> ExperimentVerdict:
+    """The verdict of one experiment from each group's current period; `planned_looks` is
+    the number of windows in a period."""
+    controls = [g for g in groups if g.is_control]
+    treatments = [g for g in groups if not g.is_control]
+    triggered = {g.group: _latest_triggered(g) for g in groups}
+    bands = {
+        g.group: {event: {metric: group_band(rows, metric, params.alpha) for metric in METRICS}
+                  for event, rows in g.series.items()}
+        for g in groups
+    }
+    event_types = sorted({event for g in groups for event in g.series})
+    comparisons = max(1, len(treatments) * len(event_types) * len(METRICS))
+
+    def verdict(status: str, reason: str, metrics: list[MetricResult] | None = None,
+                srm_p: float | None = None, looks: int = 0) -> ExperimentVerdict:
+        return ExperimentVerdict(experiment_hash, status, reason, params.method, looks,
+                                 max(planned_looks, looks), comparisons, srm_p, triggered,
+                                 metrics or [], bands)
+
+    if len(controls) != 1 or not treatments:
+        return verdict("none", "needs one control group and at least one treatment group")
+    control = controls[0]
+    metrics = [
+        compare(t.group, event, metric,
+                _common_looks(control.series.get(event, ()), t.series.get(event, ())),
+                comparisons, planned_looks, params)
+        for t in treatments for event in event_types for metric in METRICS
+    ]
+    looks = max((len(m.window_end) for m in metrics), default=0)
+    short = [g for g in groups if triggered[g.group] < params.min_users]
+    if short:
+        names = ", ".join(sorted(g.group for g in short))
+        return verdict("none", f"waiting for {params.min_users} triggered users in {names}",
+                       metrics, looks=looks)
+    srm_p = _srm(groups, triggered)
+    if srm_p is not None and srm_p < params.srm_alpha:
+        return verdict("srm", f"triggered users do not match the allocation "
+                       f"(chi-square p = {srm_p:.2g} < {params.srm_alpha})", metrics, srm_p, looks)
+    test = "mSPRT" if params.method == "sequential" else "Bonferroni-corrected z-test"
+    down = [m for m in metrics if m.direction == "down"]
+    up = [m for m in metrics if m.direction == "up"]
+    if down:
+        return verdict("loss", f"{_describe(down)} dropped ({test})", metrics, srm_p, looks)
+    if up:
+        return verdict("win", f"{_describe(up)} rose ({test})", metrics, srm_p, looks)
+    return verdict("none", f"no significant difference yet ({test})", metrics, srm_p, looks)
+
+
+def _latest_triggered(group: GroupHistory) -> int:
+    latest = [rows[-1] for rows in group.series.values() if rows]
+    return max(latest, key=lambda row: row[0])[1].triggered_users if latest else 0
+
+
+def _srm(groups: Sequence[GroupHistory], triggered: Mapping[str, int]) -> float | None:
+    if any(g.allocation_pct is None or g.allocation_pct <= 0 for g in groups):
+        return None
+    return sample_ratio_mismatch([triggered[g.group] for g in groups],
+                                 [float(g.allocation_pct or 0) for g in groups])
+
+
+def _describe(results: Sequence[MetricResult]) -> str:
+    return ", ".join(f"{m.event_type} {m.metric} of {m.treatment_group}" for m in results)

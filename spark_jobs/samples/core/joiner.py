@@ -1,0 +1,294 @@
+"""One user's view/engagement join: pending records and the two pure steps that move them.
+
+`add_records` takes a micro-batch of parsed records (any order) at the current watermark;
+`advance` closes what the watermark has passed. Both mutate a UserJoinState and return what
+they emitted; neither does I/O, so the Spark adapter keeps the state as one blob per user
+(operators/blob_state.py) with its timer at `next_wakeup()`.
+
+Semantics (CONTRACTS.md section 8 and the lead's decisions):
+- A view closes when watermark >= ts + window and yields its sample then, once. An
+  engagement takes part only when view ts <= its ts < view ts + window.
+- An explicit view_id attaches only to that view. A null view_id attaches at the close of v
+  iff v is the latest known view of its (user, post) with ts <= engagement ts (ties: later
+  (topic, partition, offset)). Since records are never behind the watermark, every view that
+  could outrank v is known by then: it has ts <= engagement ts < v.ts + window, so it arrived
+  before v closed. An engagement waiting for a later pending view is therefore never taken by
+  an earlier one.
+- An engagement still pending at watermark >= ts + window is an orphan: `outside_window` if
+  the view it belongs to was seen (it closed while the engagement waited, or is pending with
+  a later ts), else `no_view`.
+- Views close in (ts, topic, partition, offset) order, then orphans are emitted.
+- A view whose id is pending is dropped as a duplicate (the batch is ordered by Kafka
+  coordinates first, so the first arrival wins). Emitted views are forgotten at once: a
+  re-delivery is behind the watermark and dead-lettered `late`; likewise an engagement that
+  only arrives after its view was emitted cannot learn of it and ends `no_view`.
+- An explicit view_id naming a pending view of another post (or user) is dead-lettered
+  `view_mismatch`, whichever of the two arrived first.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from spark_jobs.samples.core.outputs import (
+    LATE,
+    NO_VIEW,
+    OUTSIDE_WINDOW,
+    VIEW_MISMATCH,
+    DeadLetter,
+    Orphan,
+    Sample,
+    StepResult,
+    make_sample,
+)
+from spark_jobs.samples.core.records import UNKNOWN_SIGNAL, Engagement, Rejected, Source, View
+
+__all__ = [
+    "DeadLetter",
+    "JoinParameters",
+    "Orphan",
+    "Sample",
+    "StepResult",
+    "UserJoinState",
+    "add_records",
+    "advance",
+]
+
+_FORMAT = 1  # version of the to_bytes layout
+
+
+@dataclass(frozen=True, slots=True)
+class JoinParameters:
+    """The attribution window and the configured signals (label order)."""
+
+    window_ms: int
+    signals: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if self.window_ms <= 0:
+            raise ValueError(f"window_ms must be positive, got {self.window_ms}")
+        if len(set(self.signals)) != len(self.signals):
+            raise ValueError(f"signals must be distinct, got {self.signals}")
+
+
+@dataclass(slots=True)
+class PendingEngagement:
+    """An engagement waiting for its view; view_seen: its view was known while it waited."""
+
+    engagement: Engagement
+    view_seen: bool = False
+
+
+@dataclass(slots=True)
+class UserJoinState:
+    """Pending views by view_id (kept without their raw text) and pending engagements in
+    arrival order. window_ms is the window of the last step, so that next_wakeup needs no
+    parameters (the KeyState protocol)."""
+
+    window_ms: int = 0
+    views: dict[str, View] = field(default_factory=dict)
+    engagements: list[PendingEngagement] = field(default_factory=list)
+
+    def is_empty(self) -> bool:
+        return not self.views and not self.engagements
+
+    def pending_size(self) -> tuple[int, int]:
+        """(pending views, pending engagements), for state-size metrics."""
+        return len(self.views), len(self.engagements)
+
+    def next_wakeup(self) -> int | None:
+        """The earliest watermark at which advance() emits something; None when empty."""
+        times = [v.ts for v in self.views.values()]
+        times.extend(p.engagement.ts for p in self.engagements)
+        return min(times) + self.window_ms if times else None
+
+    def to_bytes(self) -> bytes:
+        """Plain tuples, not the classes, so stored state survives refactoring."""
+        views = [
+            (v.view_id, v.user_id, v.post_id, v.ts, v.context, *_coordinates(v.source))
+            for v in self.views.values()
+        ]
+        engagements = [
+            (e.user_id, e.post_id, e.view_id, e.signal, e.ts, e.raw, *_coordinates(e.source),
+             p.view_seen)
+            for p in self.engagements
+            for e in (p.engagement,)
+        ]
+        return pickle.dumps((_FORMAT, self.window_ms, views, engagements), protocol=5)
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> UserJoinState:
+        version, window_ms, views, engagements = pickle.loads(data)
+        if version != _FORMAT:
+            raise ValueError(f"unknown training_samples state format {version}")
+        state = cls(window_ms)
+        for view_id, user_id, post_id, ts, context, *src in views:
+            state.views[view_id] = View(view_id, user_id, post_id, ts, context, Source(*src))
+        for user_id, post_id, view_id, signal, ts, raw, *src, view_seen in engagements:
+            engagement = Engagement(user_id, post_id, view_id, signal, ts, raw, Source(*src))
+            state.engagements.append(PendingEngagement(engagement, view_seen))
+        return state
+
+
+def _coordinates(source: Source) -> tuple[str, int, int, int, str | None]:
+    return (source.topic, source.partition, source.offset, source.kafka_timestamp, source.key)
+
+
+def _view_order(view: View) -> tuple[int, str, int, int]:
+    return (view.ts, *view.source.order)
+
+
+def _engagement_order(pending: PendingEngagement) -> tuple[int, str, int, int]:
+    return (pending.engagement.ts, *pending.engagement.source.order)
+
+
+def _same_target(engagement: Engagement, view: View) -> bool:
+    return engagement.user_id == view.user_id and engagement.post_id == view.post_id
+
+
+# -- arrivals ------------------------------------------------------------------------------
+def add_records(
+    state: UserJoinState,
+    records: Iterable[View | Engagement | Rejected],
+    watermark_ms: int,
+    params: JoinParameters,
+) -> StepResult:
+    """Take one batch of parsed records. Emits only dead letters and the duplicate count:
+    a record that is not late cannot be due yet (call advance for the same watermark)."""
+    state.window_ms = params.window_ms
+    result = StepResult()
+    views: list[View] = []
+    engagements: list[Engagement] = []
+    for record in sorted(records, key=lambda r: r.source.order):
+        if isinstance(record, View):
+            views.append(record)
+        elif isinstance(record, Engagement):
+            engagements.append(record)
+        elif isinstance(record, Rejected):
+            result.dead_letters.append(DeadLetter(record.reason, record.raw, record.source))
+        else:
+            raise TypeError(f"not a samples record: {record!r}")
+    for view in views:
+        _add_view(state, view, watermark_ms, result)
+    for engagement in engagements:
+        _add_engagement(state, engagement, watermark_ms, params, result)
+    return result
+
+
+def _add_view(state: UserJoinState, view: View, watermark_ms: int, result: StepResult) -> None:
+    if view.ts < watermark_ms:
+        result.dead_letters.append(DeadLetter(LATE, view.raw, view.source))
+        return
+    if view.view_id in state.views:
+        result.duplicate_views += 1
+        return
+    state.views[view.view_id] = dataclasses.replace(view, raw="")
+    if any(p.engagement.view_id == view.view_id for p in state.engagements):
+        kept = []
+        for pending in state.engagements:
+            e = pending.engagement
+            if e.view_id == view.view_id and not _same_target(e, view):
+                result.dead_letters.append(DeadLetter(VIEW_MISMATCH, e.raw, e.source))
+            else:
+                kept.append(pending)
+        state.engagements = kept
+
+
+def _add_engagement(
+    state: UserJoinState,
+    engagement: Engagement,
+    watermark_ms: int,
+    params: JoinParameters,
+    result: StepResult,
+) -> None:
+    reason = None
+    if engagement.signal not in params.signals:
+        reason = UNKNOWN_SIGNAL  # the parser rejects these already; kept for direct callers
+    elif engagement.ts < watermark_ms:
+        reason = LATE
+    elif engagement.view_id is not None:
+        view = state.views.get(engagement.view_id)
+        if view is not None and not _same_target(engagement, view):
+            reason = VIEW_MISMATCH
+    if reason is None:
+        state.engagements.append(PendingEngagement(engagement))
+    else:
+        result.dead_letters.append(DeadLetter(reason, engagement.raw, engagement.source))
+
+
+# -- watermark -----------------------------------------------------------------------------
+def advance(state: UserJoinState, watermark_ms: int, params: JoinParameters) -> StepResult:
+    """Close every view with ts + window <= watermark (its sample), then orphan every
+    engagement with ts + window <= watermark that no view took."""
+    state.window_ms = window = params.window_ms
+    result = StepResult()
+    closing = sorted(
+        (v for v in state.views.values() if v.ts + window <= watermark_ms), key=_view_order
+    )
+    if closing:
+        _close(state, closing, params, result)
+    due: list[PendingEngagement] = []
+    waiting: list[PendingEngagement] = []
+    for pending in state.engagements:
+        (due if pending.engagement.ts + window <= watermark_ms else waiting).append(pending)
+    if due:
+        state.engagements = waiting
+        for pending in sorted(due, key=_engagement_order):
+            e = pending.engagement
+            seen = pending.view_seen or (e.view_id is not None and e.view_id in state.views)
+            result.orphans.append(Orphan(e, OUTSIDE_WINDOW if seen else NO_VIEW))
+    return result
+
+
+def _close(
+    state: UserJoinState, closing: list[View], params: JoinParameters, result: StepResult
+) -> None:
+    window = params.window_ms
+    by_view_id: dict[str, list[PendingEngagement]] = {}
+    by_post: dict[tuple[int, int], list[PendingEngagement]] = {}
+    for pending in state.engagements:
+        e = pending.engagement
+        if e.view_id is None:
+            by_post.setdefault((e.user_id, e.post_id), []).append(pending)
+        else:
+            by_view_id.setdefault(e.view_id, []).append(pending)
+    # The known view that follows each view of its (user, post) in (ts, coordinates) order:
+    # v is the latest view at or before t iff that successor is missing or later than t.
+    successor: dict[str, View | None] = {}
+    last: dict[tuple[int, int], View] = {}
+    for view in sorted(state.views.values(), key=_view_order):
+        before = last.get((view.user_id, view.post_id))
+        if before is not None:
+            successor[before.view_id] = view
+        successor[view.view_id] = None
+        last[(view.user_id, view.post_id)] = view
+    attached: set[int] = set()
+    for view in closing:
+        end = view.ts + window
+        seen: set[str] = set()
+        for pending in by_view_id.get(view.view_id, ()):
+            e = pending.engagement
+            if not _same_target(e, view):
+                continue  # dead-lettered on arrival; unreachable
+            if view.ts <= e.ts < end:
+                seen.add(e.signal)
+                attached.add(id(pending))
+            else:
+                pending.view_seen = True
+        after = successor[view.view_id]
+        for pending in by_post.get((view.user_id, view.post_id), ()):
+            e = pending.engagement
+            if e.ts < view.ts or id(pending) in attached:
+                continue
+            if e.ts < end and (after is None or after.ts > e.ts):
+                seen.add(e.signal)
+                attached.add(id(pending))
+            else:  # outside this view's window, or a later view is its latest
+                pending.view_seen = True
+        result.samples.append(make_sample(view, params.signals, seen))
+        del state.views[view.view_id]
+    if attached:
+        state.engagements = [p for p in state.engagements if id(p) not in attached]

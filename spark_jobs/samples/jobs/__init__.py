@@ -1,0 +1,1 @@
+"""The training_samples streaming job: its plan and its sink."""

@@ -1,0 +1,158 @@
+"""training_samples: views + engagements -> one labelled training sample per view.
+
+The seed's joiner (a KeyedCoProcessFunction over RocksDB state) as one transformWithState
+keyed by user_id, which is also how the seed avoids concurrent updates of a user: all of a
+user's records meet in one key, and all of a user's samples go to one partition of the
+`training_samples` topic. Either side may come first; a view's sample is emitted once the
+watermark (`samples.lateness` behind the newest ts of either topic) passes view ts +
+`samples.window`. The driver then publishes the samples as Avro (schema versioned in
+spark_jobs/samples/encoding/schemas, Kafka compression `samples.compression`), dead-letters what
+could not be used, appends orphan engagements, and inserts the samples into the Delta table
+by sample_id: a replayed or re-delivered sample is never written twice.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+from confluent_kafka import Producer
+from deltalake import DeltaTable
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from spark_jobs.config import ConfigError, Settings
+from spark_jobs.contracts import (
+    TABLE_DEAD_LETTERS,
+    TABLE_ORPHAN_ENGAGEMENTS,
+    TABLE_TRAINING_SAMPLES,
+    TOPIC_ENGAGEMENTS,
+    TOPIC_TRAINING_SAMPLES,
+    TOPIC_VIEWS,
+)
+from spark_jobs.samples.core.joiner import JoinParameters
+from spark_jobs.samples.core.tables import ORPHAN_SCHEMA, sample_schema
+from spark_jobs.samples.encoding.sample_avro import SampleEncoder
+from spark_jobs.samples.processors.join_processor import (
+    KIND_DEAD,
+    KIND_DUPLICATES,
+    KIND_ORPHAN,
+    KIND_SAMPLE,
+    SampleJoinProcessor,
+    output_schema,
+)
+from spark_jobs.streaming.batch_outputs import BatchOutputs, rows_of_kind
+from spark_jobs.streaming.event_time import with_event_time
+from spark_jobs.streaming.kafka.producer import make_producer, produce_all
+from spark_jobs.streaming.kafka.source import read_topic
+from spark_jobs.streaming.lake.delta import insert_new_once, table_exists
+
+NAME = "training_samples"
+SAMPLE_FIELDS = ("sample_id", "view_id", "user_id", "post_id", "ts", "context", "labels")
+METRICS = "training_samples"  # name of the observed metrics in the query progress
+def join_parameters(settings: Settings) -> JoinParameters:
+    return JoinParameters(settings.samples.window_ms, settings.samples.signals)
+
+
+def _counted(kind: str) -> F.Column:
+    return F.sum(F.when(F.col("kind") == kind, 1).otherwise(0)).alias(kind + "s")
+
+
+def build(spark: SparkSession, settings: Settings) -> DataFrame:
+    """Both topics through one source, the watermark on ts, one stateful step per user, and
+    per-batch counts (samples, orphans, dead letters, duplicate views) in the query progress."""
+    samples = settings.samples
+    raw = read_topic(
+        spark, settings.kafka, (TOPIC_VIEWS, TOPIC_ENGAGEMENTS),
+        max_records_per_trigger=settings.jobs.max_records_per_trigger,
+        idle_timeout_ms=settings.jobs.idle_timeout_ms,
+    )
+    text = F.col("value").cast("string")
+    keyed = raw.withColumn("user_id", F.get_json_object(text, "$.user_id").try_cast("long"))
+    # only records that can be keyed move event time: one that cannot be used must not be
+    # able to push the watermark (and make everything else late)
+    ts = F.when(F.col("user_id").isNotNull(), F.get_json_object(text, "$.ts").try_cast("long"))
+    timed = with_event_time(keyed, ts, samples.lateness_ms)
+    joined = timed.groupBy("user_id").transformWithState(
+        SampleJoinProcessor(join_parameters(settings)),
+        output_schema(samples.signals),
+        "append",
+        "EventTime",
+    )
+    return joined.observe(
+        METRICS,
+        _counted(KIND_SAMPLE), _counted(KIND_ORPHAN), _counted(KIND_DEAD),
+        F.coalesce(F.sum(F.when(F.col("kind") == KIND_DUPLICATES, F.col("count"))), F.lit(0))
+        .alias("duplicate_views"),
+    )
+
+
+class TrainingSamplesSink:
+    """foreachBatch: samples to the topic (Avro, keyed by user_id, in ts order per user),
+    dead letters, orphans, then the samples into `training_samples`, whose commit marks the
+    batch done for a replay."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.outputs = BatchOutputs(settings, NAME)
+        samples = settings.samples
+        self.encoder = SampleEncoder(samples.signals, defaults={"window_ms": samples.window_ms})
+        self.schema = sample_schema(samples.signals)
+        self._check_table_labels()
+        self._producer: Producer | None = None
+
+    def _check_table_labels(self) -> None:
+        """Fail at start, not at the first merge, when the table was written with other
+        signals: changing samples.signals needs a new table (or a migration)."""
+        uri = self.outputs.table_uri(TABLE_TRAINING_SAMPLES)
+        if not table_exists(uri):
+            return
+        stored = pa.schema(DeltaTable(uri).schema().to_arrow())
+        labels = stored.field("labels").type if "labels" in stored.names else None
+        names = tuple(f.name for f in labels) if isinstance(labels, pa.StructType) else ()
+        if names != self.settings.samples.signals:
+            raise ConfigError(
+                f"samples.signals {list(self.settings.samples.signals)} differ from the labels "
+                f"of the existing table {uri} {list(names)}: restore the signals, or move that "
+                f"table (and the job's checkpoint) aside to start a new one"
+            )
+
+    @property
+    def producer(self) -> Producer:
+        if self._producer is None:
+            self._producer = make_producer(
+                self.settings.kafka, **{"compression.type": self.settings.samples.compression})
+        return self._producer
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        table = batch.toArrow()  # always run the plan: its state stores must commit on replay
+        if self.outputs.committed(TABLE_TRAINING_SAMPLES, batch_id):
+            return
+        samples = rows_of_kind(table, KIND_SAMPLE).select(list(SAMPLE_FIELDS))
+        samples = samples.sort_by([("user_id", "ascending"), ("ts", "ascending"),
+                                   ("sample_id", "ascending")])
+        self.publish(samples)
+        self.outputs.dead_letters(rows_of_kind(table, KIND_DEAD), batch_id)
+        orphans = rows_of_kind(table, KIND_ORPHAN)
+        if orphans.num_rows:
+            self.outputs.append(TABLE_ORPHAN_ENGAGEMENTS,
+                                orphans.select(ORPHAN_SCHEMA.names).cast(ORPHAN_SCHEMA), batch_id)
+        if table.num_rows:  # a batch without outputs needs no marker: its replay sends nothing
+            insert_new_once(self.outputs.table_uri(TABLE_TRAINING_SAMPLES),
+                            samples.cast(self.schema), ["sample_id"], self.outputs.app_id,
+                            batch_id)
+        self.outputs.maybe_compact(
+            batch_id, (TABLE_TRAINING_SAMPLES, TABLE_ORPHAN_ENGAGEMENTS, TABLE_DEAD_LETTERS))
+
+    def publish(self, samples: pa.Table) -> int:
+        """Avro samples keyed by user_id: one consumer sees all of a user's samples in order."""
+        if samples.num_rows == 0:
+            return 0
+        encode = self.encoder.encode
+        values = [encode(sample) for sample in samples.to_pylist()]
+        keys = [str(user) for user in samples["user_id"].to_pylist()]
+        return produce_all(self.producer, TOPIC_TRAINING_SAMPLES, keys, values)
+
+    def close(self) -> None:
+        if self._producer is not None:
+            self._producer.flush(30)
+            self._producer: Producer | None = None
+        self.outputs.close()

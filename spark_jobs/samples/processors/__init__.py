@@ -1,0 +1,1 @@
+"""The transformWithState processor of the sample join: one blob and one timer per user."""

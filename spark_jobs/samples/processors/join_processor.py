@@ -1,0 +1,164 @@
+"""Spark adapter of the training-sample join (training_samples): keyed by user_id.
+
+Rows are the raw messages of `views` and `engagements`; the processor parses them with the
+domain's parsers, runs `add_records` then `advance` at the batch's watermark, and keeps the
+user's pending views and engagements as one blob with one event-time timer (the earliest
+close), so a user who goes quiet still gets samples and orphans out when event time moves on.
+Output rows have a `kind`: sample, orphan, dead, or duplicates (the count of re-delivered
+views dropped, for the job's metrics).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+from pyspark.sql import Row
+from pyspark.sql.streaming.stateful_processor import TimerValues
+from pyspark.sql.types import (
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from spark_jobs.contracts import TOPIC_VIEWS
+from spark_jobs.samples.core.joiner import (
+    JoinParameters,
+    StepResult,
+    UserJoinState,
+    add_records,
+    advance,
+)
+from spark_jobs.samples.core.outputs import DeadLetter
+from spark_jobs.samples.core.records import (
+    MALFORMED,
+    Engagement,
+    Rejected,
+    Source,
+    View,
+    parse_engagement,
+    parse_view,
+)
+from spark_jobs.streaming.blob_state import BlobStateProcessor
+
+KIND_SAMPLE, KIND_ORPHAN, KIND_DEAD, KIND_DUPLICATES = "sample", "orphan", "dead", "duplicates"
+
+
+def labels_type(signals: Sequence[str]) -> StructType:
+    """The labels struct: one int 0/1 field per configured signal, in config order."""
+    return StructType([StructField(signal, IntegerType(), False) for signal in signals])
+
+
+def output_schema(signals: Sequence[str]) -> StructType:
+    return StructType(
+        [
+            StructField("kind", StringType(), False),
+            # sample (and the engagement's identity for an orphan)
+            StructField("sample_id", StringType(), True),
+            StructField("view_id", StringType(), True),
+            StructField("user_id", LongType(), True),
+            StructField("post_id", LongType(), True),
+            StructField("ts", LongType(), True),
+            StructField("context", StringType(), True),
+            StructField("labels", labels_type(signals), True),
+            StructField("signal", StringType(), True),
+            # where the record came from (orphans and dead letters), and why
+            StructField("topic", StringType(), True),
+            StructField("partition", IntegerType(), True),
+            StructField("offset", LongType(), True),
+            StructField("kafka_timestamp", LongType(), True),
+            StructField("key", StringType(), True),
+            StructField("raw_value", StringType(), True),
+            StructField("reason", StringType(), True),
+            StructField("count", LongType(), True),
+        ]
+    )
+
+
+_EMPTY = dict.fromkeys(
+    ("sample_id", "view_id", "user_id", "post_id", "ts", "context", "labels", "signal", "topic",
+     "partition", "offset", "kafka_timestamp", "key", "raw_value", "reason", "count")
+)
+
+
+def _origin(source: Source) -> dict[str, Any]:
+    return {"topic": source.topic, "partition": source.partition, "offset": source.offset,
+            "kafka_timestamp": source.kafka_timestamp, "key": source.key}
+
+
+def result_rows(result: StepResult) -> Iterator[Row]:
+    """One output row per sample, orphan and dead letter of a step (and the duplicate count)."""
+    for sample in result.samples:
+        yield Row(**{**_EMPTY, "kind": KIND_SAMPLE, "sample_id": sample.sample_id,
+                     "view_id": sample.view_id, "user_id": sample.user_id,
+                     "post_id": sample.post_id, "ts": sample.ts, "context": sample.context,
+                     "labels": Row(**dict(sample.labels)), **_origin(sample.source)})
+    for orphan in result.orphans:
+        e = orphan.engagement
+        yield Row(**{**_EMPTY, "kind": KIND_ORPHAN, "view_id": e.view_id, "user_id": e.user_id,
+                     "post_id": e.post_id, "ts": e.ts, "signal": e.signal,
+                     **_origin(e.source), "raw_value": e.raw, "reason": orphan.reason})
+    for dead in result.dead_letters:
+        yield Row(**{**_EMPTY, "kind": KIND_DEAD, **_origin(dead.source),
+                     "raw_value": dead.raw, "reason": dead.reason})
+    if result.duplicate_views:
+        yield Row(**{**_EMPTY, "kind": KIND_DUPLICATES, "count": result.duplicate_views})
+
+
+def parsed(rows: Iterable[Any], signals: Sequence[str]) -> list[View | Engagement | Rejected]:
+    """The domain records of a key's rows (the topic says which parser)."""
+    records: list[View | Engagement | Rejected] = []
+    for row in rows:
+        source = Source(row.kafka_topic, row.kafka_partition, row.kafka_offset,
+                        row.kafka_timestamp, row.kafka_key)
+        if row.kafka_topic == TOPIC_VIEWS:
+            records.append(parse_view(row.value, source))
+        else:
+            records.append(parse_engagement(row.value, source, signals))
+    return records
+
+
+class SampleJoinProcessor(BlobStateProcessor):
+    """Views and engagements of one user -> samples once their window closed."""
+
+    def __init__(self, params: JoinParameters) -> None:
+        self.params = params
+
+    def handleInputRows(
+        self, key: Any, rows: Iterator[Row], timerValues: TimerValues
+    ) -> Iterator[Row]:
+        watermark = timerValues.getCurrentWatermarkInMs()
+        records = parsed(rows, self.params.signals)
+        if key[0] is None:  # no integer user_id: the parser says why, nothing is kept
+            result = StepResult()
+            result.dead_letters.extend(_rejected(records))
+            yield from result_rows(result)
+            return
+        payload, timer = self.state.load()
+        user = UserJoinState.from_bytes(payload) if payload is not None else UserJoinState()
+        result = add_records(user, records, watermark, self.params)
+        result.extend(advance(user, watermark, self.params))
+        self.state.save(user, timer, watermark)
+        yield from result_rows(result)
+
+    def handleExpiredTimer(
+        self, key: Any, timerValues: TimerValues, expiredTimerInfo: Any
+    ) -> Iterator[Row]:
+        watermark = timerValues.getCurrentWatermarkInMs()
+        payload, timer = self.state.load()
+        if payload is None:
+            return
+        user = UserJoinState.from_bytes(payload)
+        result = advance(user, watermark, self.params)
+        self.state.save(user, timer, watermark)
+        yield from result_rows(result)
+
+
+def _rejected(records: Iterable[View | Engagement | Rejected]) -> Iterator[DeadLetter]:
+    for record in records:
+        if isinstance(record, Rejected):
+            yield DeadLetter(record.reason, record.raw, record.source)
+        else:  # parsed fine, yet Spark found no integer user_id: cannot be keyed
+            yield DeadLetter(MALFORMED, record.raw or None, record.source)

@@ -1,0 +1,249 @@
+"""Streaming training samples against their batch recomputation: counts, schema, examples.
+
+Pure Python on lists of dicts or pyarrow tables (one day of samples fits in memory on the
+driver); no Spark, so the rules of agreement are unit-tested on their own. Samples are paired
+by sample_id. `context` is compared as parsed JSON (key order and spacing are not part of the
+contract), every other field exactly; labels field by field (`labels.<signal>`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from spark_jobs.samples.core.tables import sample_schema
+
+SCALAR_FIELDS = ("view_id", "user_id", "post_id", "ts", "context")
+MISSING_IN_STREAMING = "missing_in_streaming"
+EXTRA_IN_STREAMING = "extra_in_streaming"
+DIFFERS = "differs"
+DEFAULT_EXAMPLES = 20
+_STRINGS = (pa.string(), pa.large_string(), pa.string_view())
+
+Rows = pa.Table | Iterable[Mapping[str, Any]]
+
+
+def _type_text(kind: pa.DataType) -> str:
+    """A type's name with string flavours (string, large_string, string_view) made one."""
+    if any(kind.equals(s) for s in _STRINGS):
+        return "string"
+    if pa.types.is_struct(kind):
+        inner = ", ".join(f"{f.name}: {_type_text(f.type)}" for f in kind)
+        return f"struct<{inner}>"
+    return str(kind)
+
+
+def _fields(schema: pa.Schema) -> list[str]:
+    return [f"{f.name}: {_type_text(f.type)}" for f in schema]
+
+
+@dataclass(frozen=True)
+class SchemaCheck:
+    """Field names, order and types of both sides against the contract (nullability ignored)."""
+
+    agrees: bool
+    expected: list[str]
+    streaming: list[str] | None
+    batch: list[str] | None
+    problems: list[str]
+
+
+def compare_schemas(
+    streaming: pa.Schema | None, batch: pa.Schema | None, signals: Sequence[str]
+) -> SchemaCheck:
+    """Each given schema must equal the contract's; a side given as None is not checked."""
+    expected = _fields(sample_schema(signals))
+    problems = []
+    sides = {"streaming": streaming, "batch": batch}
+    listed: dict[str, list[str] | None] = {}
+    for side, schema in sides.items():
+        listed[side] = None if schema is None else _fields(schema)
+        if listed[side] is not None and listed[side] != expected:
+            got = listed[side] or []
+            wrong = [f"{g!r} (expected {e!r})" for g, e in zip(got, expected, strict=False)
+                     if g != e]
+            if len(got) != len(expected):
+                wrong.append(f"{len(got)} fields, expected {len(expected)}")
+            problems.append(f"{side}: " + "; ".join(wrong))
+    return SchemaCheck(not problems, expected, listed["streaming"], listed["batch"], problems)
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One sample that does not agree; `fields` names what differs (empty if one side lacks it)."""
+
+    sample_id: str
+    kind: str
+    fields: list[str]
+    streaming: dict[str, Any] | None
+    batch: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class ShadowReport:
+    """Streaming vs batch over one set of samples; `match_rate` = matched / samples on either
+    side (batch samples plus those only streaming has; 1 when both sides are empty)."""
+
+    batch_samples: int
+    streaming_samples: int
+    matched: int
+    missing_in_streaming: int
+    extra_in_streaming: int
+    differing: int
+    field_differences: dict[str, int]
+    duplicates_in_streaming: int
+    duplicates_in_batch: int
+    match_rate: float
+    schema: SchemaCheck
+    examples: list[Difference] = field(default_factory=list)
+
+    @property
+    def agrees(self) -> bool:
+        """Every batch sample matched, nothing extra or repeated, and the schemas agree."""
+        return (
+            self.matched == self.batch_samples == self.streaming_samples
+            and self.duplicates_in_streaming == 0
+            and self.schema.agrees
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-able form (for a results table or an alert's payload)."""
+        return {**asdict(self), "agrees": self.agrees}
+
+
+def _rows(samples: Rows) -> list[dict[str, Any]]:
+    if isinstance(samples, pa.Table):
+        return samples.to_pylist()
+    return [dict(row) for row in samples]
+
+
+def _by_id(rows: list[dict[str, Any]]) -> tuple[dict[str, dict[str, Any]], int]:
+    """Rows by sample_id (first one kept) and how many rows repeated an id."""
+    found: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        found.setdefault(row.get("sample_id"), row)  # type: ignore[arg-type]
+    return found, len(rows) - len(found)
+
+
+def _json(text: Any) -> tuple[bool, Any]:
+    try:
+        return True, json.loads(text)
+    except (TypeError, ValueError):
+        return False, text
+
+
+def _same_context(a: Any, b: Any) -> bool:
+    ok_a, parsed_a = _json(a)
+    ok_b, parsed_b = _json(b)
+    return ok_a == ok_b and parsed_a == parsed_b
+
+
+def _label_value(labels: Any, signal: str) -> Any:
+    if not isinstance(labels, Mapping) or signal not in labels:
+        return None
+    value = labels[signal]
+    return int(value) if isinstance(value, bool) else value
+
+
+def differing_fields(
+    streaming: Mapping[str, Any], batch: Mapping[str, Any], signals: Sequence[str]
+) -> list[str]:
+    """The fields of two samples with one sample_id that differ, in schema order."""
+    out = []
+    for name in SCALAR_FIELDS:
+        a, b = streaming.get(name), batch.get(name)
+        same = _same_context(a, b) if name == "context" else a == b and type(a) is type(b)
+        if not same:
+            out.append(name)
+    s_labels, b_labels = streaming.get("labels"), batch.get("labels")
+    for signal in signals:
+        if _label_value(s_labels, signal) != _label_value(b_labels, signal):
+            out.append(f"labels.{signal}")
+    extra = {
+        key
+        for labels in (s_labels, b_labels) if isinstance(labels, Mapping)
+        for key in labels if key not in signals
+    }
+    out.extend(f"labels.{key}" for key in sorted(extra))  # a label outside the config
+    return out
+
+
+def compare_samples(
+    streaming: Rows,
+    batch: Rows,
+    signals: Sequence[str],
+    max_examples: int = DEFAULT_EXAMPLES,
+    streaming_schema: pa.Schema | None = None,
+    batch_schema: pa.Schema | None = None,
+) -> ShadowReport:
+    """Pair samples by sample_id and count agreement. Schemas are taken from pyarrow tables,
+    or given; a side without one is not schema-checked."""
+    if isinstance(streaming, pa.Table) and streaming_schema is None:
+        streaming_schema = streaming.schema
+    if isinstance(batch, pa.Table) and batch_schema is None:
+        batch_schema = batch.schema
+    s_by_id, s_repeats = _by_id(_rows(streaming))
+    b_by_id, b_repeats = _by_id(_rows(batch))
+    field_counts = {name: 0 for name in [*SCALAR_FIELDS, *(f"labels.{s}" for s in signals)]}
+    differences: list[Difference] = []
+    matched = differing = 0
+    for sample_id, expected in b_by_id.items():
+        got = s_by_id.get(sample_id)
+        if got is None:
+            differences.append(Difference(sample_id, MISSING_IN_STREAMING, [], None, expected))
+            continue
+        fields = differing_fields(got, expected, signals)
+        if not fields:
+            matched += 1
+            continue
+        differing += 1
+        for name in fields:
+            field_counts[name] = field_counts.get(name, 0) + 1
+        differences.append(Difference(sample_id, DIFFERS, fields, got, expected))
+    extra = [sid for sid in s_by_id if sid not in b_by_id]
+    differences += [Difference(sid, EXTRA_IN_STREAMING, [], s_by_id[sid], None) for sid in extra]
+    return ShadowReport(
+        batch_samples=len(b_by_id) + b_repeats,
+        streaming_samples=len(s_by_id) + s_repeats,
+        matched=matched,
+        missing_in_streaming=len(b_by_id) - matched - differing,
+        extra_in_streaming=len(extra),
+        differing=differing,
+        field_differences=field_counts,
+        duplicates_in_streaming=s_repeats,
+        duplicates_in_batch=b_repeats,
+        match_rate=_rate(matched, len(b_by_id) + b_repeats + len(extra)),
+        schema=compare_schemas(streaming_schema, batch_schema, signals),
+        examples=_examples(differences, max_examples),
+    )
+
+
+def _rate(matched: int, compared: int) -> float:
+    return matched / compared if compared else 1.0
+
+
+def _examples(differences: list[Difference], limit: int) -> list[Difference]:
+    """Up to `limit` differences, taken in turn from each kind (by sample_id within a kind)."""
+    queues = [
+        sorted((d for d in differences if d.kind == kind), key=lambda d: str(d.sample_id))
+        for kind in (DIFFERS, MISSING_IN_STREAMING, EXTRA_IN_STREAMING)
+    ]
+    out: list[Difference] = []
+    for index in range(max((len(q) for q in queues), default=0)):
+        out += [q[index] for q in queues if index < len(q)]
+        if len(out) >= limit:
+            break
+    return out[:limit]
+
+
+def in_period(samples: Rows, start_ms: int, end_ms: int) -> Rows:
+    """The samples with start <= ts < end (a pyarrow table stays a table)."""
+    if isinstance(samples, pa.Table):
+        ts = samples.column("ts")
+        return samples.filter(pc.and_(pc.greater_equal(ts, start_ms), pc.less(ts, end_ms)))
+    return [row for row in samples if row.get("ts") is not None and start_ms <= row["ts"] < end_ms]

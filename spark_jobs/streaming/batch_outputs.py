@@ -1,0 +1,145 @@
+"""Driver-side micro-batch outputs shared by the jobs: Kafka topics, Delta tables, dead letters.
+
+A batch is collected once as Arrow and fanned out. Exactly-once comes from the Delta app
+transaction (job name and checkpoint lineage, batch id); the Kafka side is at-least-once with
+an idempotent producer, and the consumers downstream de-duplicate a replayed batch. Records
+are produced in event-time order so a topic written from one batch is no more out of order
+than its input.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+from confluent_kafka import Producer
+
+from spark_jobs.config import Settings
+from spark_jobs.contracts import TABLE_DEAD_LETTERS
+from spark_jobs.streaming.checkpoint import query_id
+from spark_jobs.streaming.kafka.producer import make_producer, produce_all
+from spark_jobs.streaming.lake.dead_letters import dead_letter_rows
+from spark_jobs.streaming.lake.delta import append_once, compact, transaction_version
+
+log = logging.getLogger(__name__)
+
+
+def rows_of_kind(table: pa.Table, kind: str) -> pa.Table:
+    """The rows of a processor's output whose `kind` column equals `kind`."""
+    return table.filter(pc.equal(table["kind"], kind))
+
+
+def json_values(table: pa.Table, fields: Sequence[str]) -> list[bytes]:
+    """One compact JSON object per row with exactly `fields` (the stripped record)."""
+    columns = [table[name].to_pylist() for name in fields]
+    rows = zip(*columns, strict=True)
+    return [orjson.dumps(dict(zip(fields, values, strict=True))) for values in rows]
+
+
+class BatchOutputs:
+    """The outputs of one job; the producer lives as long as the job's process."""
+
+    def __init__(self, settings: Settings, job: str) -> None:
+        self.settings = settings
+        self.job = job
+        self._producer: Producer | None = None
+        self._app_id: str | None = None
+        self._compactor: threading.Thread | None = None
+
+    @property
+    def app_id(self) -> str:
+        """Delta app-transaction id: the job and its checkpoint lineage (see checkpoint.py)."""
+        if self._app_id is None:
+            lineage = query_id(self.settings.lake.checkpoint(self.job))
+            self._app_id = f"{self.job}@{lineage}"
+        return self._app_id
+
+    @property
+    def producer(self) -> Producer:
+        if self._producer is None:
+            self._producer = make_producer(self.settings.kafka)
+        return self._producer
+
+    def table_uri(self, name: str) -> str:
+        return self.settings.lake.table(name)
+
+    def committed(self, table: str, batch_id: int) -> bool:
+        """True when this job already committed batch_id to `table` (a replayed batch)."""
+        version = transaction_version(self.table_uri(table), self.app_id)
+        return version is not None and version >= batch_id
+
+    def publish(self, topic: str, table: pa.Table, fields: Sequence[str]) -> int:
+        """Produce the rows in event-time order, keyed by user_id."""
+        if table.num_rows == 0:
+            return 0
+        ordered = table.sort_by([("ts", "ascending")])
+        keys = [str(user) for user in ordered["user_id"].to_pylist()]
+        return produce_all(self.producer, topic, keys, json_values(ordered, fields))
+
+    def dead_letters(self, table: pa.Table, batch_id: int) -> int:
+        """Append rejected and late records of the batch to `dead_letters` (once per batch)."""
+        dead = rows_of_kind(table, "dead") if "kind" in table.column_names else table
+        if dead.num_rows == 0:
+            return 0
+        rows = dead_letter_rows(
+            self.job,
+            topic=dead["topic"].to_pylist(),
+            partition=dead["partition"].to_pylist(),
+            offset=dead["offset"].to_pylist(),
+            kafka_timestamp=dead["kafka_timestamp"].to_pylist(),
+            key=dead["key"].to_pylist(),
+            raw_value=dead["raw_value"].to_pylist(),
+            reason=dead["reason"].to_pylist(),
+        )
+        append_once(self.table_uri(TABLE_DEAD_LETTERS), rows, self.app_id, batch_id)
+        return dead.num_rows
+
+    def append(self, table_name: str, data: pa.Table, batch_id: int) -> bool:
+        return append_once(self.table_uri(table_name), data, self.app_id, batch_id)
+
+    def deliver_accepted(
+        self, table: pa.Table, batch_id: int, topic: str, fields: Sequence[str],
+        raw_table: str, raw_schema: pa.Schema,
+    ) -> None:
+        """A filter job's fan-out: accepted rows to the topic, rejected ones to dead letters,
+        then the raw table, whose commit marks the batch as done for a replay."""
+        accepted = rows_of_kind(table, "ok")
+        self.publish(topic, accepted, fields)
+        self.dead_letters(table, batch_id)
+        if accepted.num_rows:  # an empty batch needs no commit: its replay writes nothing
+            raw = accepted.select(list(raw_schema.names)).cast(raw_schema)
+            self.append(raw_table, raw, batch_id)
+        self.maybe_compact(batch_id, (raw_table, TABLE_DEAD_LETTERS))
+
+    def maybe_compact(self, batch_id: int, tables: Sequence[str], background: bool = False
+                      ) -> None:
+        """Compact this job's tables every `jobs.compact_every_batches` batches; in a
+        background thread when asked (a latency-bound job must not stall a batch for it;
+        its appends retry on the compaction's commit)."""
+        every = self.settings.jobs.compact_every_batches
+        if batch_id == 0 or batch_id % every:
+            return
+        if not background:
+            self._compact(tables)
+        elif self._compactor is None or not self._compactor.is_alive():
+            self._compactor = threading.Thread(target=self._compact, args=(list(tables),),
+                                               name=f"{self.job}-compaction", daemon=True)
+            self._compactor.start()
+
+    def _compact(self, tables: Sequence[str]) -> None:
+        for name in tables:
+            try:
+                compact(self.table_uri(name))
+            except Exception as exc:  # compaction is an optimisation; a conflict must not kill
+                log.warning("compaction of %s failed: %s", name, exc)
+
+    def close(self) -> None:
+        if self._compactor is not None:
+            self._compactor.join(timeout=120)
+        if self._producer is not None:
+            self._producer.flush(30)
+            self._producer = None

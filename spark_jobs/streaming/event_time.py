@@ -1,0 +1,39 @@
+"""Event time in Tideline's streaming jobs: watermarks that route late records instead of dropping.
+
+Spark's stateful operators silently drop rows behind the watermark, but the contract wants
+them in `dead_letters`. So the watermark is declared on a helper timestamp column that is
+dropped again before the stateful step: Spark still tracks the query's watermark (min over
+inputs) and fires event-time timers, while transformWithState receives every row and decides
+lateness itself from `timerValues.getCurrentWatermarkInMs()`.
+
+The driver-side sink needs the same watermark: `checkpoint.batch_watermark_ms` reads it.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from spark_jobs.contracts.records import MAX_TIME_MS
+from spark_jobs.durations import format_duration_ms
+
+_WATERMARK_COLUMN = "_event_time"
+
+
+def with_event_time(df: DataFrame, ts_ms: str | Column, lateness_ms: int) -> DataFrame:
+    """Track a watermark of `lateness` behind the max event time without filtering any row."""
+    ts = F.col(ts_ms) if isinstance(ts_ms, str) else ts_ms
+    # a time Spark cannot represent (e.g. 1e18 ms) would fail the query (ANSI overflow);
+    # such a record is invalid anyway and the job dead-letters it, so it just sets no watermark
+    ts = F.when(ts.between(0, MAX_TIME_MS), ts)
+    delay = format_duration_ms(lateness_ms)
+    delay_text = "0 seconds" if delay == "0" else _interval_text(lateness_ms)
+    return (
+        df.withColumn(_WATERMARK_COLUMN, F.timestamp_millis(ts))
+        .withWatermark(_WATERMARK_COLUMN, delay_text)
+        .drop(_WATERMARK_COLUMN)
+    )
+
+
+def _interval_text(ms: int) -> str:
+    return f"{ms} milliseconds"

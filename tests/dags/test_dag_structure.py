@@ -1,0 +1,101 @@
+"""The DAG folder as Airflow parses it: no import errors, and each DAG's schedule, catch-up,
+tasks and dependencies as the platform relies on them."""
+
+from __future__ import annotations
+
+import pytest
+from helpers.airflow_setup import describe_dags
+
+pytestmark = pytest.mark.airflow
+
+JOBS = ("filter_events", "filter_activations", "experiment_metrics")
+CASES = ("single_ramp", "multi_ramp_in_first_period", "ramps_after_first_period")
+
+
+def test_every_dag_imports_without_errors(dag_structure):
+    assert dag_structure["import_errors"] == {}
+    assert sorted(dag_structure["dags"]) == [
+        "daily_validation", "experiment_guardrails", "maintenance", "ramp_snapshot",
+        "streaming_jobs", "training_samples_shadow",
+    ]
+
+
+def test_ramp_snapshot_every_five_minutes_one_task(dag_structure):
+    dag = dag_structure["dags"]["ramp_snapshot"]
+    assert (dag["timetable"], dag["cron"], dag["catchup"]) == (
+        "CronTriggerTimetable", "*/5 * * * *", False,
+    )
+    assert dag["tasks"] == {"publish": {"upstream": [], "trigger_rule": "all_success"}}
+
+
+def test_experiment_guardrails_every_five_minutes_one_task(dag_structure):
+    dag = dag_structure["dags"]["experiment_guardrails"]
+    assert (dag["timetable"], dag["cron"], dag["catchup"]) == (
+        "CronTriggerTimetable", "*/5 * * * *", False,
+    )
+    assert dag["tasks"] == {"check": {"upstream": [], "trigger_rule": "all_success"}}
+
+
+def test_streaming_jobs_watches_each_job_then_summarizes(dag_structure):
+    dag = dag_structure["dags"]["streaming_jobs"]
+    assert (dag["timetable"], dag["cron"], dag["catchup"], dag["max_active_runs"]) == (
+        "CronTriggerTimetable", "* * * * *", False, 1,
+    )
+    watches = sorted(f"watch_{job}" for job in JOBS)
+    assert sorted(dag["tasks"]) == sorted([*watches, "summary"])
+    for task_id in watches:
+        assert dag["tasks"][task_id]["upstream"] == []
+    assert dag["tasks"]["summary"] == {"upstream": watches, "trigger_rule": "all_done"}
+
+
+def test_daily_validation_recomputes_validates_each_case_then_reports(dag_structure):
+    dag = dag_structure["dags"]["daily_validation"]
+    assert (dag["timetable"], dag["cron"], dag["timezone"], dag["catchup"]) == (
+        "CronDataIntervalTimetable", "0 0 * * *", "UTC", True,
+    )
+    assert dag["start_date"] == "2026-01-01T00:00:00+00:00"  # validation.start_date
+    assert dag["max_active_runs"] <= 2
+    assert dag["params"] == ["day"]
+    validates = sorted(f"validate_{case}" for case in CASES)
+    assert sorted(dag["tasks"]) == sorted(["wait_for_day_closed", "recompute", *validates,
+                                           "report"])
+    assert dag["tasks"]["wait_for_day_closed"]["upstream"] == []
+    assert dag["tasks"]["recompute"]["upstream"] == ["wait_for_day_closed"]
+    for task_id in validates:
+        assert dag["tasks"][task_id]["upstream"] == ["recompute"]
+    assert dag["tasks"]["report"] == {"upstream": validates, "trigger_rule": "all_done"}
+
+
+def test_training_samples_shadow_waits_for_the_day_then_compares(dag_structure):
+    dag = dag_structure["dags"]["training_samples_shadow"]
+    assert (dag["timetable"], dag["cron"], dag["timezone"], dag["catchup"]) == (
+        "CronDataIntervalTimetable", "0 0 * * *", "UTC", True,
+    )
+    assert dag["start_date"] == "2026-01-01T00:00:00+00:00"  # validation.start_date
+    assert dag["params"] == ["day"]
+    assert dag["tasks"] == {
+        "wait_for_samples": {"upstream": [], "trigger_rule": "all_success"},
+        "compare": {"upstream": ["wait_for_samples"], "trigger_rule": "all_success"},
+    }
+
+
+def test_maintenance_compacts_before_vacuum(dag_structure):
+    dag = dag_structure["dags"]["maintenance"]
+    assert (dag["cron"], dag["catchup"]) == ("0 3 * * *", False)
+    upstream = {task_id: task["upstream"] for task_id, task in dag["tasks"].items()}
+    assert upstream == {
+        "compact_tables": [],
+        "vacuum_tables": ["compact_tables"],
+        "prune_snapshots": [],
+        "clean_checkpoints": [],
+    }
+
+
+def test_a_config_error_is_a_clear_dag_import_error(cli_airflow, tmp_path):
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("experiments: {window: 15}\n")  # a duration without a unit
+    env = {**cli_airflow.env, "TIDELINE_CONFIG": str(broken)}
+    errors = describe_dags(env, tmp_path / "dags.json")["import_errors"]
+    assert sorted(path.rsplit("/", 1)[-1] for path in errors) == [
+        "daily_validation.py", "streaming_jobs.py", "training_samples_shadow.py"]
+    assert all("experiments.window: 15 has no unit" in e for e in errors.values())

@@ -1,0 +1,269 @@
+"""The driver-side engine's durability: change logs and snapshots rebuild the exact state, and
+an engine rebuilt from them after any batch behaves as the one that never stopped."""
+
+from __future__ import annotations
+
+import gc
+import json
+import pickle
+import random
+from decimal import Decimal
+
+import pytest
+
+from spark_jobs.fraud.core.changelog import LoggedStore
+from spark_jobs.fraud.core.engine import FraudEngine
+from spark_jobs.fraud.core.windows import ExactWindow
+from spark_jobs.fraud.jobs.engine_state_files import EngineStateFiles, StateFilesError
+
+
+def _rule(rule_id: int, keys: list[str], agg: str, minutes: int, limit: int) -> str:
+    return json.dumps({"ruleId": rule_id, "ruleState": "ACTIVE", "groupingKeyNames": keys,
+                       "aggregateFieldName": "paymentAmount" if agg != "COUNT" else
+                       "COUNT_WITH_RESET_FLINK", "aggregatorFunctionType": "SUM",
+                       "limitOperatorType": ">", "limit": limit, "windowMinutes": minutes})
+
+
+def _batches(seed: int) -> list[list[tuple[str, str]]]:
+    """Random batches of rules (added, deleted, cleared) and transactions, event time rising
+    with some disorder."""
+    rng = random.Random(seed)
+    batches, clock, tid = [], 0, 0
+    for _ in range(30):
+        batch = []
+        for _ in range(rng.randint(0, 40)):
+            roll = rng.random()
+            if roll < 0.05:
+                batch.append(("rule", _rule(rng.randint(1, 4), rng.choice(
+                    [["payeeId"], ["beneficiaryId"], ["payeeId", "beneficiaryId"]]),
+                    rng.choice(["SUM", "COUNT"]), rng.randint(1, 3), rng.randint(1, 300))))
+            elif roll < 0.07:
+                batch.append(("rule", json.dumps({"ruleId": rng.randint(1, 4),
+                                                  "ruleState": "DELETE"})))
+            elif roll < 0.075:
+                batch.append(("rule", json.dumps({"ruleState": "CONTROL",
+                                                  "controlType": "CLEAR_STATE_ALL"})))
+            else:
+                tid += 1
+                clock += rng.randint(0, 4_000)
+                redelivered = rng.random() < 0.05 and tid > 1
+                batch.append(("tx", json.dumps({
+                    "transactionId": rng.randint(1, tid - 1) if redelivered else tid,
+                    "eventTime": clock - rng.randint(0, 3_000), "payeeId": rng.randint(1, 5),
+                    "beneficiaryId": rng.randint(1, 3), "paymentAmount": rng.randint(1, 90)})))
+        batches.append(batch)
+    return batches
+
+
+def _run(engine: FraudEngine, batch: list[tuple[str, str]], watermark: int) -> list[str]:
+    out = []
+    for kind, raw in batch:
+        results = (engine.on_rule(raw, 0) if kind == "rule"
+                   else engine.on_transaction(raw, watermark, 0))
+        out += [o.value for o in results]
+    if engine.next_cleanup_ms(watermark) is not None:
+        engine.cleanup(watermark)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_an_engine_rebuilt_from_files_after_any_batch_continues_identically(tmp_path, seed):
+    """The driver sink's cycle: changes per batch, a snapshot every 5 committed batches (which
+    prunes what it replaces), a crash after any batch, a rebuild, the rest of the stream."""
+    batches = _batches(seed)
+    step = 9_000
+    reference_engine = FraudEngine(LoggedStore())
+    reference = [_run(reference_engine, b, step * i) for i, b in enumerate(batches)]
+    for crash in range(0, len(batches), 3):
+        files = EngineStateFiles(str(tmp_path / f"cp{seed}-{crash}"))
+        store = LoggedStore()
+        engine = FraudEngine(store)
+        for batch_id in range(crash + 1):
+            if batch_id and batch_id % 5 == 0:
+                files.write_snapshot(batch_id - 1, store.snapshot())
+            assert _run(engine, batches[batch_id], step * batch_id) == reference[batch_id]
+            files.write_changes(batch_id, store.take_changes())
+        snapshot, changes, _ = files.state_after(crash)
+        rebuilt = LoggedStore.restore(snapshot)
+        for change in changes:
+            rebuilt.apply_changes(change)
+        assert (rebuilt.by_rule, rebuilt.seen, rebuilt.meta) == (
+            store.by_rule, store.seen, store.meta)
+        again = FraudEngine(rebuilt)
+        for batch_id in range(crash + 1, len(batches)):
+            assert _run(again, batches[batch_id], step * batch_id) == reference[batch_id]
+
+
+def test_replaying_changes_gives_the_same_store():
+    store = LoggedStore()
+    engine = FraudEngine(store)
+    replica = LoggedStore.restore(None)
+    for batch in _batches(99):
+        _run(engine, batch, 0)
+        replica.apply_changes(store.take_changes())
+        assert (replica.by_rule, replica.seen, replica.meta) == (
+            store.by_rule, store.seen, store.meta)
+    copy = LoggedStore.restore(store.snapshot())
+    assert (copy.by_rule, copy.seen, copy.meta) == (store.by_rule, store.seen, store.meta)
+
+
+def test_puts_logged_as_final_values_replay_around_removals():
+    """Window puts are logged once, as they are at the end, after the batch's removals: a
+    window removed after its put stays removed, one put again after a removal comes back with
+    its last value, and untouched windows keep theirs."""
+    store = LoggedStore()
+    replica = LoggedStore.restore(None)
+    for rule_id, key in ((1, "a"), (1, "b"), (2, "a"), (3, "c")):
+        store.put_window(rule_id, key, ExactWindow([1], ["1"]))
+    replica.apply_changes(store.take_changes())
+    store.put_window(1, "a", ExactWindow([2], ["2"]))
+    store.delete_window(1, "a")  # put, then removed: stays removed
+    store.put_window(2, "a", ExactWindow([3], ["3"]))
+    store.delete_rule_windows(2)
+    store.put_window(2, "a", ExactWindow([4], ["4"]))  # removed, then put again
+    store.put_window(2, "a", ExactWindow([5], ["5"]))  # ... twice: the last value counts
+    store.clear_windows()
+    store.put_window(3, "c", ExactWindow([6], ["6"]))  # cleared, then put again
+    store.put_window(1, "b", ExactWindow([7], ["7"]))
+    replica.apply_changes(store.take_changes())
+    assert replica.by_rule == store.by_rule == {3: {"c": ([6], ["6"])}, 1: {"b": ([7], ["7"])}}
+
+
+def test_a_window_object_put_back_after_its_removal_is_logged_whole():
+    """An exact window is logged by its changes only where the log already holds it: the
+    same object put back after a removal is logged in full (a store holds each window
+    object in one place; the engine never puts one object under two keys)."""
+    store, replica = LoggedStore(), LoggedStore.restore(None)
+    window = ExactWindow([1, 2], ["1", "2"])
+    store.put_window(1, "a", window)
+    replica.apply_changes(store.take_changes())
+    store.delete_window(1, "a")
+    window.add(3, Decimal(3))
+    store.put_window(1, "a", window)
+    replica.apply_changes(store.take_changes())
+    assert replica.by_rule == store.by_rule
+    assert replica.get_window(1, "a") == ([1, 2, 3], ["1", "2", "3"])
+
+
+def test_a_missing_change_file_is_an_error_that_says_what_to_do(tmp_path):
+    files = EngineStateFiles(str(tmp_path / "cp"))
+    files.write_changes(0, LoggedStore().take_changes())
+    files.write_changes(2, LoggedStore().take_changes())
+    assert files.state_after(-1) == (None, [], None)
+    with pytest.raises(StateFilesError, match=r"batches \[1\] are missing; delete"):
+        files.state_after(2)
+    files.write_snapshot(2, LoggedStore().snapshot())  # replaces everything up to 2
+    snapshot, changes, base = files.state_after(2)
+    assert (snapshot is not None, changes, base) == (True, [], 2)
+    assert sorted(p.name for p in (tmp_path / "cp" / "engine").iterdir()) == ["snapshot-2"]
+
+
+def test_a_long_lived_engine_cleans_by_due_time_not_by_scanning():
+    """After the first clean-up (a full scan), windows are visited only when due: idle keys
+    still go, and the clean-up touches far fewer windows than exist."""
+    store = LoggedStore()
+    engine = FraudEngine(store)
+    engine.on_rule(_rule(1, ["transactionId"], "SUM", 1, 10**9), 0)
+    visits = []
+    get_window = store.get_window
+    store.get_window = lambda *a: (visits.append(a), get_window(*a))[1]  # type: ignore[method-assign]
+    watermark, cleanups, timer = 0, 0, None
+    for i in range(3_000):  # a new key every 100 ms of event time, watermark 2 s behind
+        t = i * 100
+        engine.on_transaction(json.dumps({"transactionId": i, "eventTime": t, "payeeId": 1,
+                                          "paymentAmount": 1}), watermark, 0)
+        watermark = t - 2_000
+        if timer is not None and watermark >= timer:  # the clean-up timer fires
+            visits.clear()
+            engine.cleanup(watermark)
+            cleanups += 1
+            if cleanups > 2:  # after the first, building scan
+                assert len(visits) < 40, "only the windows that came due"
+        timer = engine.next_cleanup_ms(watermark)
+    assert cleanups > 100
+    assert store.window_count() <= 10 * 60 + 40, "of 3,000 keys, one minute (+ lateness) left"
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_exact_windows_are_logged_by_their_changes_and_replay_to_the_same_entries(seed):
+    """Appends, inserts among logged entries, front cuts (also past unlogged entries), and
+    a log taken at random moments: replaying the log always rebuilds the window exactly, and
+    a hot window is logged by its new entries, not all of them."""
+    rng = random.Random(seed)
+    store, replica = LoggedStore(), LoggedStore.restore(None)
+    window, clock, deltas = ExactWindow(), 0, 0
+    for step in range(400):
+        clock += rng.randint(0, 30)
+        late = rng.random() < 0.1
+        window.add(clock - (rng.randint(0, 400) if late else 0), Decimal(rng.randint(1, 99)))
+        if rng.random() < 0.15:
+            window.expire(clock - rng.randint(0, 600), 100)
+        store.put_window(1, "{payeeId=1}", window)
+        if rng.random() < 0.3:
+            changes = store.take_changes()
+            deltas += any(change[0] == "xw" for change in pickle.loads(changes))
+            replica.apply_changes(changes)
+            assert replica.get_window(1, "{payeeId=1}") == window, step
+    assert deltas > 20
+
+
+def _store_after(batches: list[list[tuple[str, str]]], files: EngineStateFiles
+                 ) -> tuple[LoggedStore, FraudEngine]:
+    store = LoggedStore()
+    engine = FraudEngine(store)
+    for batch_id, batch in enumerate(batches):
+        _run(engine, batch, 9_000 * batch_id)
+        files.write_changes(batch_id, store.take_changes())
+    return store, engine
+
+
+def test_a_background_snapshot_is_the_state_when_it_started(tmp_path):
+    """The forked child pickles the state as it was at start(), whatever the engine does
+    meanwhile; poll() publishes it and prunes the change files it replaces."""
+    from spark_jobs.fraud.jobs.background_snapshots import BackgroundSnapshots
+
+    files = EngineStateFiles(str(tmp_path / "cp"))
+    batches = _batches(5)
+    store, engine = _store_after(batches[:10], files)
+    expected = pickle.loads(store.snapshot())
+    (tmp_path / "cp" / "engine" / ".snapshot-4.999999.tmp").write_bytes(b"an orphan's")
+    snapshots = BackgroundSnapshots(files)
+    snapshots.start(9, store.snapshot)
+    assert gc.isenabled(), "the parent collects again once the child is forked"
+    assert snapshots.in_flight == 9
+    with pytest.raises(RuntimeError, match="still being written"):
+        snapshots.start(9, store.snapshot)
+    for batch_id in range(10, 14):  # the parent goes on meanwhile
+        _run(engine, batches[batch_id], 9_000 * batch_id)
+        files.write_changes(batch_id, store.take_changes())
+    assert snapshots.poll(wait=True) == 9
+    assert snapshots.in_flight is None and snapshots.poll() is None
+    snapshot, changes, base = files.state_after(13)
+    assert base == 9 and len(changes) == 4
+    assert snapshot is not None and pickle.loads(snapshot) == expected
+    assert sorted(p.name for p in (tmp_path / "cp" / "engine").iterdir()) == [
+        "changes-10", "changes-11", "changes-12", "changes-13", "snapshot-9"]
+    rebuilt = LoggedStore.restore(snapshot)
+    for change in changes:
+        rebuilt.apply_changes(change)
+    assert (rebuilt.by_rule, rebuilt.seen, rebuilt.meta) == (store.by_rule, store.seen,
+                                                             store.meta)
+
+
+def test_a_failed_background_snapshot_leaves_the_change_files(tmp_path):
+    from spark_jobs.fraud.jobs.background_snapshots import BackgroundSnapshots
+
+    files = EngineStateFiles(str(tmp_path / "cp"))
+    store, _ = _store_after(_batches(6)[:4], files)
+
+    def failing() -> bytes:
+        raise MemoryError("no room")
+
+    snapshots = BackgroundSnapshots(files)
+    snapshots.start(3, failing)
+    assert snapshots.poll(wait=True) is None
+    assert sorted(p.name for p in (tmp_path / "cp" / "engine").iterdir()) == [
+        "changes-0", "changes-1", "changes-2", "changes-3"]
+    snapshots.start(3, store.snapshot)  # a later one succeeds
+    snapshots.close()
+    assert files.state_after(3)[2] == 3

@@ -1,0 +1,237 @@
+"""`tideline platform` (`make demo`) end to end: it prints where and how to log in, Airflow
+refuses anonymous requests and accepts the printed credentials, the Tideline pages need the
+login too, and Ctrl-C stops everything it started, exit status 0.
+
+The platform runs as a user would start it, in a session of its own, with a config file
+that moves its lake, Airflow home and ports into tmp. The embedded broker's port is fixed
+(`EMBEDDED_BROKER_PORT`: any other kafka.bootstrap means an external Kafka), so the test
+needs it free. "Everything it started" is checked three ways after the exit: its own
+session, every process seen descending from it (and their sessions: Airflow, the broker and
+the jobs start sessions of their own), and any process whose environment names the tmp
+root (a job deployed by a task process, started after the last look at the tree).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+from helpers.airflow_setup import ARTIFACTS, own_environment
+
+from spark_jobs.config import EMBEDDED_BROKER_PORT
+from spark_jobs.control.monitor import procfs
+from spark_jobs.control.orchestration.environment import REPO_ROOT
+from spark_jobs.local.broker import free_port
+from spark_jobs.local.platform_stack import DAG_IDS
+
+pytestmark = [pytest.mark.airflow, pytest.mark.e2e]
+
+READY_TIMEOUT_S = 240.0
+STOP_TIMEOUT_S = 120.0
+USERS = 200  # traffic of ~4 messages/s: the generator costs next to nothing
+BANNER = re.compile(
+    r"Airflow UI : (?P<url>\S+)\n\s+user\s+: (?P<user>\S+)\n\s+password\s+: (?P<password>\S+)"
+)
+
+
+@dataclass
+class Platform:
+    process: subprocess.Popen[bytes]
+    output: Path
+    root: Path
+    url: str = ""
+    user: str = ""
+    password: str = ""
+    started_s: float = 0.0
+    seen: list[procfs.ProcessInfo] = field(default_factory=list)  # its process tree, running
+
+    def text(self) -> str:
+        return self.output.read_text(errors="replace") if self.output.exists() else ""
+
+
+def platform_config(root: Path) -> Path:
+    """Lake, Airflow home and ports under the test's control; validation starts today, so
+    the daily DAGs have no day to catch up on while the test runs."""
+    today = datetime.datetime.now(datetime.UTC).date().isoformat()
+    config = {
+        "lake": {"root": str(root / "lake")},
+        "airflow": {"home": str(root / "airflow_home"), "port": free_port()},
+        "dashboard": {"port": free_port()},
+        "validation": {"start_date": today},
+    }
+    path = root / "tideline.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def port_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def platform_environment(config: Path) -> dict[str, str]:
+    """Our environment with the config; Airflow's log servers on free ports (8793 and 8794
+    would clash with any other Airflow on this machine)."""
+    return own_environment() | {
+        "TIDELINE_CONFIG": str(config),
+        "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
+        "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+def wait_for_banner(platform: Platform, timeout_s: float) -> None:
+    """Until the platform prints the UI address and login; fails if it exits first."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        match = BANNER.search(platform.text())
+        if match:
+            platform.url, platform.user, platform.password = match.group("url", "user", "password")
+            return
+        assert platform.process.poll() is None, f"platform exited:\n{platform.text()[-3000:]}"
+        time.sleep(1.0)
+    raise AssertionError(f"no login printed after {timeout_s:.0f} s:\n{platform.text()[-3000:]}")
+
+
+def descendants(root_pid: int) -> list[procfs.ProcessInfo]:
+    """Every live process below root_pid in the process tree."""
+    processes = [p for p in map(procfs.read_process, _pids()) if p is not None and p.alive]
+    children: dict[int, list[procfs.ProcessInfo]] = {}
+    for process in processes:
+        children.setdefault(process.ppid, []).append(process)
+    found, todo = [], [root_pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child.pid)
+    return found
+
+
+def _pids() -> list[int]:
+    return [int(entry.name) for entry in procfs.PROC.iterdir() if entry.name.isdigit()]
+
+
+def same_process_alive(seen: procfs.ProcessInfo) -> bool:
+    now = procfs.read_process(seen.pid)
+    return now is not None and now.alive and now.start_ticks == seen.start_ticks
+
+
+def processes_naming(root: Path) -> list[procfs.ProcessInfo]:
+    """Live processes whose environment or command line mentions root (started for us)."""
+    needle = str(root).encode()
+    found = []
+    for pid in _pids():
+        with contextlib.suppress(OSError):
+            proc = procfs.PROC / str(pid)
+            if needle in (proc / "environ").read_bytes() + (proc / "cmdline").read_bytes():
+                info = procfs.read_process(pid)
+                if info is not None and info.alive and pid != os.getpid():
+                    found.append(info)
+    return found
+
+
+def leftovers(platform: Platform, seen: list[procfs.ProcessInfo]) -> list[procfs.ProcessInfo]:
+    """What is still alive of the platform's session, what it spawned, and their sessions."""
+    sessions = {platform.process.pid} | {p.sid for p in seen}
+    alive = {p.pid: p for sid in sessions for p in procfs.session_members(sid) if p.alive}
+    alive |= {p.pid: p for p in seen if same_process_alive(p)}
+    alive |= {p.pid: p for p in processes_naming(platform.root)}
+    return sorted(alive.values(), key=lambda p: p.pid)
+
+
+def kill_leftovers(platform: Platform, seen: list[procfs.ProcessInfo]) -> None:
+    """Clean up after a failed test: SIGKILL what the platform left (all started by us)."""
+    for process in [*leftovers(platform, seen), *descendants(platform.process.pid)]:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(process.pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(platform.process.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        platform.process.wait(timeout=10)
+
+
+@pytest.fixture
+def platform(tmp_path: Path) -> Iterator[Platform]:
+    """`tideline platform` started as from a terminal, in a session of its own."""
+    if not port_free(EMBEDDED_BROKER_PORT):
+        pytest.fail(f"port {EMBEDDED_BROKER_PORT} (the embedded broker's) is in use: "
+                    "stop what listens there (a running `make demo`?)")
+    env = platform_environment(platform_config(tmp_path))
+    output = tmp_path / "platform.out"
+    tideline = Path(sys.executable).with_name("tideline")
+    with output.open("wb") as out:
+        process = subprocess.Popen(
+            [str(tideline), "platform", "--users", str(USERS)], env=env, cwd=REPO_ROOT,
+            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    running = Platform(process, output, tmp_path, started_s=time.monotonic())
+    try:
+        yield running
+    finally:
+        if process.poll() is None or leftovers(running, running.seen):
+            kill_leftovers(running, running.seen)
+        ARTIFACTS.mkdir(exist_ok=True)
+        (ARTIFACTS / "platform.out").write_text(running.text())
+
+
+def check_login(platform: Platform) -> None:
+    """The printed credentials work; without them Airflow and the Tideline pages refuse."""
+    with httpx.Client(base_url=platform.url, timeout=10.0, follow_redirects=False) as api:
+        assert api.get("/api/v2/dags").status_code == 401
+        assert api.get("/tideline/alerts").status_code == 401
+        browser = api.get("/tideline/alerts", headers={"accept": "text/html"})
+        assert browser.status_code == 303 and "/auth/login" in browser.headers["location"]
+        wrong = {"username": platform.user, "password": "wrong"}
+        assert api.post("/auth/token", json=wrong).status_code == 401
+        right = {"username": platform.user, "password": platform.password}
+        login = api.post("/auth/token", json=right)
+        assert login.status_code == 201, login.text
+        bearer = {"authorization": f"Bearer {login.json()['access_token']}"}
+        dags = api.get("/api/v2/dags", headers=bearer, params={"limit": 100})
+        assert dags.status_code == 200
+        unpaused = {d["dag_id"]: d["is_paused"] for d in dags.json()["dags"]}
+        assert unpaused == dict.fromkeys(DAG_IDS, False)
+        assert api.get("/tideline/alerts", headers=bearer).status_code == 200
+
+
+def press_ctrl_c(platform: Platform) -> float:
+    """SIGINT to the platform's process group, as a terminal's Ctrl-C; returns how long the
+    platform took to exit (status 0)."""
+    platform.seen.extend(descendants(platform.process.pid))
+    names = " ".join(" ".join(p.cmdline) for p in platform.seen)
+    assert "tansu" in names and "airflow" in names, names  # the broker and Airflow run
+    pressed = time.monotonic()
+    os.killpg(platform.process.pid, signal.SIGINT)
+    assert platform.process.wait(timeout=STOP_TIMEOUT_S) == 0, platform.text()[-3000:]
+    return time.monotonic() - pressed
+
+
+def test_platform_prints_a_login_that_works_and_ctrl_c_stops_everything(platform):
+    wait_for_banner(platform, READY_TIMEOUT_S)
+    ready_s = time.monotonic() - platform.started_s
+    check_login(platform)
+    stop_s = press_ctrl_c(platform)
+    assert leftovers(platform, platform.seen) == []
+    text = platform.text()
+    for step in ("stopped traffic", "stopped dashboard", "stopped Airflow",
+                 "stopped streaming jobs", "stopped broker"):
+        assert step in text, text[-3000:]
+    print(f"platform ready after {ready_s:.0f} s, stopped in {stop_s:.0f} s")

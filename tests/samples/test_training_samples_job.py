@@ -1,0 +1,212 @@
+"""training_samples through the broker: every rule of CONTRACTS.md section 8 on handcrafted
+records, Avro on the topic, the Delta sinks, and a killed job resuming."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers.jobs import kill_mid_stream
+from helpers.topics import send
+
+from spark_jobs.contracts import (
+    TABLE_DEAD_LETTERS,
+    TABLE_ORPHAN_ENGAGEMENTS,
+    TABLE_TRAINING_SAMPLES,
+    TOPIC_ENGAGEMENTS,
+    TOPIC_TRAINING_SAMPLES,
+    TOPIC_VIEWS,
+)
+from spark_jobs.samples.encoding.sample_avro import decode_sample
+from spark_jobs.streaming.kafka.topic_reader import read_all
+from spark_jobs.streaming.lake.delta import read_arrow
+
+pytestmark = pytest.mark.integration
+
+T0 = 1_767_225_600_000  # 2026-01-01
+WINDOW = 600_000
+SIGNALS = ("like", "share", "comment", "favorite", "play", "skip")
+
+
+def view(view_id: str, user: int, post: int, ts: int, **context) -> dict:
+    return {"view_id": view_id, "user_id": user, "post_id": post, "ts": ts, **context}
+
+
+def engagement(user: int, post: int, signal: str, ts: int, view_id: str | None = None) -> dict:
+    return {"user_id": user, "post_id": post, "view_id": view_id, "signal": signal, "ts": ts}
+
+
+def labels(*on: str) -> dict[str, int]:
+    return {s: int(s in on) for s in SIGNALS}
+
+
+def sample(view_id: str, user: int, post: int, ts: int, context: dict, *on: str) -> dict:
+    return {"sample_id": view_id, "view_id": view_id, "user_id": user, "post_id": post,
+            "ts": ts, "context": json.dumps(context, separators=(",", ":")),
+            "labels": labels(*on)}
+
+
+def stored_samples(settings) -> list[dict]:
+    rows = read_arrow(settings.lake.table(TABLE_TRAINING_SAMPLES)).to_pylist()
+    return sorted(rows, key=lambda r: r["sample_id"])
+
+
+def test_samples_orphans_dead_letters_and_the_topic(own_broker, make_settings, run_now):
+    from spark_jobs.streaming.kafka.admin import ensure_topics
+    from spark_jobs.streaming.runner import JOBS
+
+    settings = make_settings(own_broker)
+    kafka = settings.kafka
+    ensure_topics(kafka, JOBS["training_samples"].topics, kafka.partitions)
+    # the engagement for v3 is in Kafka before v3 itself; v1 is delivered twice
+    send(kafka, TOPIC_ENGAGEMENTS, [
+        (T0, engagement(2, 20, "comment", T0 + 11_000, "v3")),
+        (T0, engagement(1, 10, "like", T0 + 1_000, "v1")),
+        (T0, engagement(1, 10, "like", T0 + 2_000, "v1")),  # the same signal twice: once
+        (T0, engagement(1, 10, "share", T0 + 5_000)),  # null view_id: latest view, v2
+        (T0, engagement(2, 20, "play", T0 + 10_000 + WINDOW, "v3")),  # window end: excluded
+        (T0, engagement(2, 20, "skip", T0 + 20_000, "ghost")),  # its view never comes
+        (T0, engagement(1, 11, "favorite", T0 + 1_500, "v1")),  # v1 is a view of post 10
+        (T0, engagement(1, 10, "dislike", T0 + 1_500, "v1")),  # not a configured signal
+        (T0, '{"user_id": "x", "post_id": 1, "signal": "like", "ts": 5}'),
+    ], key="1")
+    send(kafka, TOPIC_VIEWS, [
+        (T0, view("v1", 1, 10, T0, surface="feed", position=1)),
+        (T0, view("v2", 1, 10, T0 + 3_000, surface="feed", position=2)),
+        (T0, view("v1", 1, 10, T0 + 9, surface="redelivered")),
+        (T0, view("v3", 2, 20, T0 + 10_000, surface="search", lang="hi")),
+        (T0, "not json"),
+        (T0, view("clock", 3, 30, T0 + 3_600_000)),  # moves event time past every window
+    ], key="1")
+    query = run_now(settings, "training_samples")
+
+    counted = [p.observedMetrics["training_samples"] for p in query.recentProgress
+               if "training_samples" in p.observedMetrics]
+    assert [sum(row[name] for row in counted)
+            for name in ("samples", "orphans", "deads", "duplicate_views")] == [3, 2, 4, 1], \
+        "the query progress counts what the sinks got (the clock view is still open)"
+    expected = [
+        sample("v1", 1, 10, T0, {"surface": "feed", "position": 1}, "like"),
+        sample("v2", 1, 10, T0 + 3_000, {"surface": "feed", "position": 2}, "share"),
+        sample("v3", 2, 20, T0 + 10_000, {"surface": "search", "lang": "hi"}, "comment"),
+    ]
+    assert stored_samples(settings) == expected
+    published = read_all(kafka, TOPIC_TRAINING_SAMPLES)
+    decoded = sorted((decode_sample(m.value) for m in published), key=lambda s: s["sample_id"])
+    assert [{k: v for k, v in s.items() if k != "window_ms"} for s in decoded] == expected
+    assert {s["window_ms"] for s in decoded} == {WINDOW}
+    assert [m.key for m in published if decode_sample(m.value)["user_id"] == 1] == [b"1", b"1"]
+
+    orphans = read_arrow(settings.lake.table(TABLE_ORPHAN_ENGAGEMENTS)).to_pylist()
+    assert sorted((o["signal"], o["view_id"], o["reason"]) for o in orphans) == [
+        ("play", "v3", "outside_window"), ("skip", "ghost", "no_view")]
+    dead = read_arrow(settings.lake.table(TABLE_DEAD_LETTERS)).to_pylist()
+    assert sorted((d["topic"], d["reason"]) for d in dead) == [
+        ("engagements", "malformed"), ("engagements", "unknown_signal"),
+        ("engagements", "view_mismatch"), ("views", "malformed")]
+
+    # later: a re-delivered view and a record behind the watermark are late; nothing rewritten
+    send(kafka, TOPIC_VIEWS, [(T0 + 1, view("v1", 1, 10, T0, surface="again"))], key="1")
+    send(kafka, TOPIC_ENGAGEMENTS, [(T0 + 1, engagement(1, 10, "skip", T0 + 100, "v1"))])
+    run_now(settings, "training_samples")
+    assert stored_samples(settings) == expected
+    dead = read_arrow(settings.lake.table(TABLE_DEAD_LETTERS)).to_pylist()
+    assert sorted(d["reason"] for d in dead).count("late") == 2
+    assert len(read_all(kafka, TOPIC_TRAINING_SAMPLES)) == 3
+
+
+def test_shuffled_traffic_killed_job_equals_the_batch_recomputation(
+        own_broker, make_settings, run_now, spark, tmp_path):
+    """Generated traffic (either side first, disorder below the lateness) through a job that
+    is SIGKILLed mid-stream and resumed: every view yields exactly one sample, equal to the
+    independent batch recomputation; a corrupted table fails the shadow check with an alert."""
+    import datetime
+
+    import pytest
+    from deltalake import DeltaTable
+
+    from spark_jobs.contracts import TABLE_ALERTS, TABLE_VALIDATION_RESULTS
+    from spark_jobs.samples.shadow.run import ShadowFailed, compare_day, shadow_day
+    from spark_jobs.samples.traffic import SamplesTrafficSpec, generate_traffic
+    from spark_jobs.streaming.kafka.admin import ensure_topics
+    from spark_jobs.streaming.kafka.producer import make_producer, produce_all
+    from spark_jobs.streaming.runner import JOBS
+
+    day = datetime.date(2026, 1, 1)
+    start = T0 + 3_600_000
+    overrides = {"samples": {"window": "20s", "lateness": "5s"},
+                 "jobs": {"trigger": "200ms", "max_records_per_trigger": 400}}
+    settings = make_settings(own_broker, **overrides)
+    kafka = settings.kafka
+    ensure_topics(kafka, JOBS["training_samples"].topics, kafka.partitions)
+    spec = SamplesTrafficSpec(users=300, posts=2_000, views_per_s=20, window_ms=20_000,
+                              max_disorder_ms=4_000, seed=5)
+    records = generate_traffic(spec, views=1_200, start_ms=start)
+    tomorrow = T0 + 86_400_000 + 3_600_000  # the clock view is not part of the day compared
+    clock = [(TOPIC_VIEWS, "0", json.dumps(view("clock", 0, 0, tomorrow)).encode(), tomorrow)]
+
+    def produce(batch) -> None:
+        producer = make_producer(kafka)
+        for topic in (TOPIC_VIEWS, TOPIC_ENGAGEMENTS):
+            mine = [r for r in batch if r[0] == topic]
+            produce_all(producer, topic, [r[1] for r in mine], [r[2] for r in mine],
+                        [r[3] for r in mine])
+        producer.flush(30)
+
+    produce(records[: len(records) * 2 // 3])
+    kill_mid_stream(settings, "training_samples", 3, tmp_path)
+    assert read_arrow(settings.lake.table(TABLE_TRAINING_SAMPLES)).num_rows > 0, \
+        "killed after some samples were out"
+    produce(records[len(records) * 2 // 3:] + clock)
+    run_now(settings, "training_samples")  # resumes from the checkpoint
+
+    views = {json.loads(r[2])["view_id"] for r in records if r[0] == TOPIC_VIEWS}
+    stored = read_arrow(settings.lake.table(TABLE_TRAINING_SAMPLES)).to_pylist()
+    assert sorted(s["sample_id"] for s in stored) == sorted(views), "one sample per view"
+    assert sum(any(s["labels"].values()) for s in stored) > 100
+    report = compare_day(spark, settings, day)
+    assert report.agrees and report.batch_samples == len(views), report.as_dict()
+    assert shadow_day(spark, settings, day, "test-run")["match_rate"] == 1.0
+    published = read_all(kafka, TOPIC_TRAINING_SAMPLES)
+    assert {decode_sample(m.value)["sample_id"] for m in published} == views
+
+    victims = sorted(views)[:2]  # 2 of 1,200 missing: 99.83 % < 99.9 %
+    DeltaTable(settings.lake.table(TABLE_TRAINING_SAMPLES)).delete(
+        "sample_id IN (" + ", ".join(f"'{v}'" for v in victims) + ")")
+    with pytest.raises(ShadowFailed) as failed:
+        shadow_day(spark, settings, day, "test-run-2")
+    assert failed.value.report.missing_in_streaming == 2
+    alerts = [a for a in read_arrow(settings.lake.table(TABLE_ALERTS)).to_pylist()
+              if a["source"] == "training_samples_shadow"]
+    assert len(alerts) == 1 and "99.833%" in alerts[0]["summary"]
+    results = read_arrow(settings.lake.table(TABLE_VALIDATION_RESULTS)).to_pylist()
+    assert sorted((r["run_id"], r["check"], r["success"]) for r in results) == [
+        ("test-run", "sample_match_rate", True), ("test-run", "sample_schema", True),
+        ("test-run-2", "sample_match_rate", False), ("test-run-2", "sample_schema", True)]
+
+
+def test_a_table_written_with_other_signals_fails_at_start(make_settings):
+    import pytest
+
+    from spark_jobs.config import ConfigError
+    from spark_jobs.samples.jobs.training_samples import TrainingSamplesSink, sample_schema
+    from spark_jobs.streaming.lake.delta import append_rows
+
+    settings = make_settings()
+    old = sample_schema(("like", "share"))
+    append_rows(settings.lake.table(TABLE_TRAINING_SAMPLES), old.empty_table())
+    with pytest.raises(ConfigError, match=r"samples.signals .* differ from the labels"):
+        TrainingSamplesSink(settings)
+
+
+def test_the_shadow_check_of_a_day_without_topics_passes_with_nothing_compared(
+        own_broker, make_settings, spark):
+    """A platform where training_samples never ran: no topics, no table, a green check."""
+    import datetime
+
+    from spark_jobs.samples.shadow.run import shadow_day
+
+    settings = make_settings(own_broker)
+    summary = shadow_day(spark, settings, datetime.date(2026, 1, 1), "empty-run")
+    assert (summary["batch_samples"], summary["streaming_samples"], summary["match_rate"]) == (
+        0, 0, 1.0)

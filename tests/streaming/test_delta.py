@@ -1,0 +1,255 @@
+"""Exactly-once writes, maintenance and reads of Delta tables through delta-rs."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+
+from spark_jobs.streaming.lake.dead_letters import DEAD_LETTER_SCHEMA, dead_letter_rows
+from spark_jobs.streaming.lake.delta import (
+    TableMissingError,
+    append_once,
+    compact,
+    insert_new_once,
+    merge_once,
+    read_arrow,
+    read_spark,
+    table_exists,
+    transaction_version,
+    vacuum,
+)
+
+pytestmark = pytest.mark.integration
+
+TS = pa.timestamp("us", tz="UTC")
+SCHEMA = pa.schema([("k", pa.int64()), ("v", pa.string()), ("at", TS)])
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def batch(keys: list[int], value: str) -> pa.Table:
+    return pa.table(
+        {"k": keys, "v": [value] * len(keys), "at": pa.array([T0] * len(keys), TS)},
+        schema=SCHEMA,
+    )
+
+
+@pytest.fixture
+def uri(tmp_path: Path) -> str:
+    return str(tmp_path / "lake" / "table")
+
+
+def rows(uri: str) -> list[tuple]:
+    table = read_arrow(uri).sort_by([("k", "ascending"), ("v", "ascending")])
+    return [(r["k"], r["v"]) for r in table.to_pylist()]
+
+
+def test_append_once_skips_a_replayed_batch(uri):
+    assert not table_exists(uri)
+    assert transaction_version(uri, "job") is None
+    assert append_once(uri, batch([1, 2], "a"), "job", 0)
+    assert append_once(uri, batch([3], "b"), "job", 1)
+    assert not append_once(uri, batch([3], "b"), "job", 1)  # replay after a crash
+    assert not append_once(uri, batch([1, 2], "a"), "job", 0)
+    assert transaction_version(uri, "job") == 1
+    assert rows(uri) == [(1, "a"), (2, "a"), (3, "b")]
+    # another app id has its own batch ids
+    assert append_once(uri, batch([4], "c"), "other", 0)
+    assert transaction_version(uri, "other") == 0
+    assert read_arrow(uri).num_rows == 4
+    assert read_arrow(uri).schema.field("at").type == TS
+
+
+def test_empty_batch_is_recorded_so_its_replay_is_skipped(uri):
+    assert append_once(uri, SCHEMA.empty_table(), "job", 0)
+    assert table_exists(uri)
+    assert transaction_version(uri, "job") == 0
+    assert read_arrow(uri).num_rows == 0
+    assert read_arrow(uri).schema == SCHEMA
+    assert not append_once(uri, batch([1], "late replay"), "job", 0)
+    assert read_arrow(uri).num_rows == 0
+
+
+def test_negative_batch_id_is_rejected(uri):
+    with pytest.raises(ValueError):
+        append_once(uri, batch([1], "a"), "job", -1)
+
+
+def test_merge_once_upserts_and_is_idempotent(uri):
+    assert merge_once(uri, batch([1, 2], "a"), ["k"], "m", 0)  # creates the table
+    assert merge_once(uri, batch([2, 3], "b"), ["k"], "m", 1)
+    assert rows(uri) == [(1, "a"), (2, "b"), (3, "b")]
+    assert not merge_once(uri, batch([1, 2, 3], "zzz"), ["k"], "m", 1)
+    assert rows(uri) == [(1, "a"), (2, "b"), (3, "b")]
+    assert transaction_version(uri, "m") == 1
+
+
+def test_merge_once_last_row_of_a_key_wins_within_a_batch(uri):
+    merge_once(uri, batch([1], "a"), ["k"], "m", 0)
+    data = pa.concat_tables([batch([1, 2], "first"), batch([2, 1], "last")])
+    assert merge_once(uri, data, ["k"], "m", 1)
+    assert rows(uri) == [(1, "last"), (2, "last")]
+    # the same on table creation
+    other = uri + "_new"
+    merge_once(other, data, ["k"], "m", 0)
+    assert rows(other) == [(1, "last"), (2, "last")]
+
+
+def test_insert_new_once_never_rewrites_a_key_and_skips_a_replay(uri):
+    data = pa.concat_tables([batch([1, 2], "first"), batch([2], "again")])
+    assert insert_new_once(uri, data, ["k"], "s", 0)  # creates the table; first row wins
+    assert rows(uri) == [(1, "first"), (2, "first")]
+    assert insert_new_once(uri, batch([2, 3], "later"), ["k"], "s", 1)
+    assert rows(uri) == [(1, "first"), (2, "first"), (3, "later")], "a redelivery adds nothing"
+    assert not insert_new_once(uri, batch([4], "replay"), ["k"], "s", 1)
+    assert insert_new_once(uri, batch([], "none"), ["k"], "s", 2)  # the empty batch's marker
+    assert rows(uri) == [(1, "first"), (2, "first"), (3, "later")]
+    assert transaction_version(uri, "s") == 2
+    assert insert_new_once(uri, batch([1, 3], "all known"), ["k"], "s", 3)  # merges nothing
+    assert transaction_version(uri, "s") == 3, "the batch is still marked done"
+    assert rows(uri) == [(1, "first"), (2, "first"), (3, "later")]
+
+
+def test_merge_once_composite_key_and_empty_batch(uri):
+    two = pa.schema([("exp", pa.string()), ("w", pa.int64()), ("n", pa.int64())])
+    merge_once(
+        uri,
+        pa.table({"exp": ["x", "x"], "w": [1, 2], "n": [1, 1]}, schema=two),
+        ["exp", "w"],
+        "m",
+        0,
+    )
+    merge_once(
+        uri,
+        pa.table({"exp": ["x", "y"], "w": [2, 2], "n": [5, 5]}, schema=two),
+        ["exp", "w"],
+        "m",
+        1,
+    )
+    assert merge_once(uri, two.empty_table(), ["exp", "w"], "m", 2)  # MERGE would not commit
+    assert transaction_version(uri, "m") == 2
+    got = read_arrow(uri).sort_by([("exp", "ascending"), ("w", "ascending")]).to_pylist()
+    assert got == [
+        {"exp": "x", "w": 1, "n": 1},
+        {"exp": "x", "w": 2, "n": 5},
+        {"exp": "y", "w": 2, "n": 5},
+    ]
+    with pytest.raises(ValueError, match="nulls"):
+        merge_once(
+            uri, pa.table({"exp": [None], "w": [1], "n": [1]}, schema=two), ["exp", "w"], "m", 3
+        )
+    with pytest.raises(ValueError, match="not in the data"):
+        merge_once(uri, two.empty_table(), ["nope"], "m", 3)
+
+
+def test_compaction_reduces_files_keeps_rows_and_transactions(uri):
+    for i in range(6):
+        append_once(uri, batch([i * 10, i * 10 + 1], f"b{i}"), "job", i)
+    before = len(DeltaTable(uri).file_uris())
+    metrics = compact(uri)
+    assert metrics["numFilesRemoved"] == before == 6
+    assert len(DeltaTable(uri).file_uris()) == 1
+    assert read_arrow(uri).num_rows == 12
+    assert transaction_version(uri, "job") == 5
+    assert not append_once(uri, batch([0], "b0"), "job", 5)
+    # files no longer referenced go once vacuumed with a zero retention
+    removed = vacuum(uri, retention_hours=0)
+    assert len(removed) == 6
+    assert read_arrow(uri).num_rows == 12
+
+
+def test_maintenance_and_reads_on_a_missing_table(uri):
+    assert compact(uri) == {}
+    assert vacuum(uri, 0) == []
+    with pytest.raises(TableMissingError):
+        read_arrow(uri)
+
+
+def test_partitioned_append_and_filtered_read(uri):
+    data = pa.table({"day": ["d1", "d1", "d2"], "n": [1, 2, 3]})
+    append_once(uri, data, "job", 0, partition_by=["day"])
+    append_once(uri, data, "job", 1, partition_by=["day"])
+    assert DeltaTable(uri).metadata().partition_columns == ["day"]
+    assert read_arrow(uri, columns=["n"], filters=[("day", "=", "d2")]).to_pylist() == [
+        {"n": 3},
+        {"n": 3},
+    ]
+
+
+def test_dead_letter_rows_build_the_table_schema(uri):
+    table = dead_letter_rows(
+        "filter_events",
+        topic=["events", "events"],
+        partition=[0, 1],
+        offset=[5, 6],
+        kafka_timestamp=[1767225600000, None],
+        key=[b"42", None],
+        raw_value=[b"\xff not utf-8", "{}"],
+        reason=["not valid JSON", "missing field user_id"],
+        recorded_at=T0,
+    )
+    assert table.schema == DEAD_LETTER_SCHEMA
+    assert table.column("raw_value").to_pylist()[0].endswith(" not utf-8")
+    assert append_once(uri, table, "filter_events", 0)
+    assert read_arrow(uri).schema == DEAD_LETTER_SCHEMA
+    with pytest.raises(ValueError, match="differ in length"):
+        dead_letter_rows(
+            "j",
+            topic=[],
+            partition=[1],
+            offset=[],
+            kafka_timestamp=[],
+            key=[],
+            raw_value=[],
+            reason=[],
+        )
+
+
+@pytest.mark.spark
+def test_read_spark(spark, uri, tmp_path):
+    from pyspark.sql.types import LongType, StructField, StructType, TimestampType
+
+    with pytest.raises(TableMissingError):
+        read_spark(spark, uri)
+    wanted = StructType([StructField("k", LongType())])
+    assert read_spark(spark, uri, schema=wanted).count() == 0
+
+    append_once(uri, SCHEMA.empty_table(), "job", 0)
+    empty = read_spark(spark, uri)
+    assert empty.count() == 0
+    assert empty.schema["at"].dataType == TimestampType()
+
+    append_once(uri, batch([1, 2], "a"), "job", 1)
+    merge_once(uri, batch([2], "b"), ["k"], "m", 0)
+    frame = read_spark(spark, uri)
+    assert frame.schema["at"].dataType == TimestampType()
+    got = sorted((r.k, r.v, r.at) for r in frame.collect())
+    naive = T0.replace(tzinfo=None)  # session time zone is UTC
+    assert got == [(1, "a", naive), (2, "b", naive)]
+
+    parted = str(tmp_path / "parted")
+    append_once(parted, pa.table({"day": ["d1", "d2"], "n": [1, 2]}), "job", 0, ["day"])
+    got = sorted((r.day, r.n) for r in read_spark(spark, parted).collect())
+    assert got == [("d1", 1), ("d2", 2)]
+
+
+def test_replace_slice_once_deletes_rows_the_new_slice_no_longer_has(tmp_path):
+    from spark_jobs.streaming.lake.delta import replace_slice_once
+
+    uri = str(tmp_path / "t")
+    data = pa.table({"k": pa.array([1, 2, 3, 4], pa.int64()), "w": pa.array([5, 15, 15, 25]),
+                     "v": ["a", "b", "c", "d"]})
+    assert replace_slice_once(uri, data, ["k"], "w", (0, 100), "day@1", 0)
+    day = pa.table({"k": pa.array([2], pa.int64()), "w": pa.array([15]), "v": ["B"]})
+    assert replace_slice_once(uri, day, ["k"], "w", (10, 20), "day@1", 1)
+    assert not replace_slice_once(uri, day, ["k"], "w", (10, 20), "day@1", 1)  # a replay
+    rows = sorted(read_arrow(uri).to_pylist(), key=lambda r: r["k"])
+    assert [(r["k"], r["v"]) for r in rows] == [(1, "a"), (2, "B"), (4, "d")]  # 3 deleted
+
+    empty = day.slice(0, 0)
+    assert replace_slice_once(uri, empty, ["k"], "w", (10, 20), "day@1", 2)
+    assert sorted(r["k"] for r in read_arrow(uri).to_pylist()) == [1, 4]
+    assert transaction_version(uri, "day@1") == 2
