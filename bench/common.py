@@ -25,13 +25,13 @@ from typing import Any
 
 import numpy as np
 
-from spark_jobs.config import KafkaSettings, Settings, deep_merge, load_settings
-from spark_jobs.contracts import (
+from spark_jobs.contracts.topics import (
     TOPIC_ACTIVATIONS,
     TOPIC_EVENTS,
     TOPIC_FILTERED_ACTIVATIONS,
     TOPIC_FILTERED_EVENTS,
 )
+from spark_jobs.settings import KafkaSettings, Settings, deep_merge, load_settings
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 FILTERS = ("filter_events", "filter_activations")

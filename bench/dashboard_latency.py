@@ -20,10 +20,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from bench.common import machine_info, percentiles, publish_result
-from spark_jobs.config import load_settings
 from spark_jobs.results.dashboard.results import ResultsCache, load_results
 from spark_jobs.results.dashboard.server import DashboardServer
 from spark_jobs.results.synthetic_metrics import KNOWN_EFFECTS, write_metrics
+from spark_jobs.settings import load_settings
 
 NAME = "dashboard_latency"
 EVENTS = {"impression": (0.6, 0.6), "click": (0.2, 0.21), "save": (0.1, 0.1),

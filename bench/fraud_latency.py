@@ -53,9 +53,14 @@ from bench.common import (
     publish_result,
     sandbox,
 )
-from spark_jobs.config import Settings
-from spark_jobs.contracts import FRAUD_TOPICS, TOPIC_FRAUD_ALERTS, TOPIC_RULES, TOPIC_TRANSACTIONS
+from spark_jobs.contracts.topics import (
+    FRAUD_TOPICS,
+    TOPIC_FRAUD_ALERTS,
+    TOPIC_RULES,
+    TOPIC_TRANSACTIONS,
+)
 from spark_jobs.fraud.traffic import TransactionSpec, benchmark_rules, produce_transactions
+from spark_jobs.settings import Settings
 
 NAME = "fraud_latency"
 JOB = "fraud_rules"

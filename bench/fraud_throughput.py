@@ -52,14 +52,13 @@ from bench.common import (
     sandbox,
 )
 from bench.fraud_latency import JOB, TimedSink, batch_breakdown, start_timed_job
-from spark_jobs.config import Settings
-from spark_jobs.contracts import (
+from spark_jobs.config.durations import parse_duration_ms
+from spark_jobs.contracts.topics import (
     FRAUD_TOPICS,
     TOPIC_FRAUD_ALERTS,
     TOPIC_RULES,
     TOPIC_TRANSACTIONS,
 )
-from spark_jobs.durations import parse_duration_ms
 from spark_jobs.fraud.core.changelog import LoggedStore, plain_state
 from spark_jobs.fraud.core.engine import FraudEngine, MemoryStore, window_size
 from spark_jobs.fraud.jobs.engine_state_files import CHANGES, SNAPSHOT
@@ -69,6 +68,7 @@ from spark_jobs.fraud.traffic import (
     generate_transactions,
     transaction_text,
 )
+from spark_jobs.settings import Settings
 
 NAME = "fraud_throughput"
 LATENESS = "2m"  # the fraud.lateness default

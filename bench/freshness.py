@@ -51,13 +51,13 @@ from bench.common import (
     start_jobs,
     wait_until_drained,
 )
-from spark_jobs.config import Settings
-from spark_jobs.contracts import (
+from spark_jobs.contracts.tables import (
     TABLE_EXPERIMENT_METRICS,
     TABLE_RAW_ACTIVATIONS,
     TABLE_RAW_EVENTS,
 )
 from spark_jobs.experiments.traffic import GenerationReport, TrafficSpec, generate
+from spark_jobs.settings import Settings
 
 NAME = "freshness"
 EXPERIMENTS = {

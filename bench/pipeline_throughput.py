@@ -45,17 +45,11 @@ from bench.common import (
     start_jobs,
     wait_until_drained,
 )
-from spark_jobs.config import Settings
-from spark_jobs.contracts import (
-    EXPERIMENT_TOPICS,
-    TABLE_DEAD_LETTERS,
-    TABLE_RAW_ACTIVATIONS,
-    TABLE_RAW_EVENTS,
-    TOPIC_ACTIVATIONS,
-    TOPIC_EVENTS,
-)
+from spark_jobs.contracts.tables import TABLE_DEAD_LETTERS, TABLE_RAW_ACTIVATIONS, TABLE_RAW_EVENTS
+from spark_jobs.contracts.topics import EXPERIMENT_TOPICS, TOPIC_ACTIVATIONS, TOPIC_EVENTS
 from spark_jobs.experiments.core.user_metrics import MetricParams, UserMetricsState
 from spark_jobs.experiments.traffic import HOUR_MS, TrafficSpec, generate
+from spark_jobs.settings import Settings
 
 NAME = "pipeline_throughput"
 DURATION_MS = 3 * HOUR_MS  # 4.5 periods of 40 min, 36 windows of 5 min

@@ -36,9 +36,9 @@ from typing import Any
 import orjson
 
 from bench.common import bench_settings, machine_info, publish_result, sandbox
-from spark_jobs.config import Settings
 from spark_jobs.samples.encoding.sample_avro import DEFAULT_SIGNALS, SampleDecoder, SampleEncoder
 from spark_jobs.samples.traffic import SamplesTrafficSpec, generate_views
+from spark_jobs.settings import Settings
 
 NAME = "sample_encoding"
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")

@@ -62,10 +62,9 @@ from bench.common import (
     publish_result,
     sandbox,
 )
-from spark_jobs.config import SamplesSettings, Settings, load_settings
-from spark_jobs.contracts import (
+from spark_jobs.contracts.tables import TABLE_TRAINING_SAMPLES
+from spark_jobs.contracts.topics import (
     SAMPLES_TOPICS,
-    TABLE_TRAINING_SAMPLES,
     TOPIC_ENGAGEMENTS,
     TOPIC_TRAINING_SAMPLES,
     TOPIC_VIEWS,
@@ -73,6 +72,7 @@ from spark_jobs.contracts import (
 from spark_jobs.samples.core.joiner import JoinParameters, UserJoinState, add_records, advance
 from spark_jobs.samples.core.records import Engagement, Source, View, parse_engagement, parse_view
 from spark_jobs.samples.traffic import Record, SamplesTrafficSpec, generate_traffic
+from spark_jobs.settings import SamplesSettings, Settings, load_settings
 
 NAME = "samples_throughput"
 JOB = "training_samples"

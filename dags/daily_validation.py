@@ -30,10 +30,10 @@ from airflow.sdk import (
     task,
 )
 
-from spark_jobs.config import load_settings
 from spark_jobs.control.orchestration.callbacks import alert_on_failure
 from spark_jobs.control.orchestration.runs import DAY_PARAM, run_day, run_url, validation_start
 from spark_jobs.experiments.validation.cases import CASES
+from spark_jobs.settings import load_settings
 
 
 @dag(

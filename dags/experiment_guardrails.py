@@ -32,8 +32,8 @@ def experiment_guardrails() -> None:
     @task
     def check(**context: Any) -> list[dict[str, Any]]:
         """Judge the running experiments; the new drops alerted on are the XCom result."""
-        from spark_jobs.config import load_settings
         from spark_jobs.results.guardrails import check_guardrails
+        from spark_jobs.settings import load_settings
 
         settings = load_settings()
         alerts = check_guardrails(settings, run_url(settings, context))

@@ -31,32 +31,32 @@ def maintenance() -> None:
     @task
     def compact_tables() -> dict[str, Any]:
         """Rewrite each table's small files into few large ones (per table: files +/-)."""
-        from spark_jobs.config import load_settings
         from spark_jobs.control.maintenance import compact_tables
+        from spark_jobs.settings import load_settings
 
         return compact_tables(load_settings())
 
     @task
     def vacuum_tables() -> dict[str, int]:
         """Delete files no table version within the retention references (after compaction)."""
-        from spark_jobs.config import load_settings
         from spark_jobs.control.maintenance import vacuum_tables
+        from spark_jobs.settings import load_settings
 
         return vacuum_tables(load_settings())
 
     @task
     def prune_snapshots() -> int:
         """Keep the newest `maintenance.snapshots_kept` ramp snapshots."""
-        from spark_jobs.config import load_settings
         from spark_jobs.control.maintenance import prune_old_snapshots
+        from spark_jobs.settings import load_settings
 
         return prune_old_snapshots(load_settings())
 
     @task
     def clean_checkpoints() -> dict[str, int]:
         """Delete checkpoint log entries Spark no longer needs to restart a job."""
-        from spark_jobs.config import load_settings
         from spark_jobs.control.maintenance import clean_checkpoints
+        from spark_jobs.settings import load_settings
 
         return clean_checkpoints(load_settings())
 

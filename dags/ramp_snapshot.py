@@ -33,8 +33,8 @@ def ramp_snapshot() -> None:
     @task
     def publish(**context: Any) -> dict[str, Any]:
         """Publish the ramp snapshot as of this run; the file name is the XCom result."""
-        from spark_jobs.config import load_settings
         from spark_jobs.experiments.admin.snapshot import publish_for_run
+        from spark_jobs.settings import load_settings
 
         as_of = as_of_ms(context)
         path, published = publish_for_run(load_settings(), as_of)

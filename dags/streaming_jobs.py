@@ -17,9 +17,9 @@ from typing import Any
 
 from airflow.sdk import TriggerRule, dag, task
 
-from spark_jobs.config import load_settings
 from spark_jobs.control.monitor.inputs import deployed_jobs
 from spark_jobs.control.orchestration.runs import EPOCH, run_url
+from spark_jobs.settings import load_settings
 
 JOBS = deployed_jobs(load_settings())
 

@@ -19,9 +19,9 @@ from typing import Any
 
 from airflow.sdk import CronDataIntervalTimetable, Param, PokeReturnValue, dag, task
 
-from spark_jobs.config import load_settings
 from spark_jobs.control.orchestration.callbacks import alert_on_failure
 from spark_jobs.control.orchestration.runs import DAY_PARAM, run_day, run_url, validation_start
+from spark_jobs.settings import load_settings
 
 
 @dag(

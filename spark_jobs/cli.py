@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from datetime import UTC, date, datetime
 from pathlib import Path
 
-from spark_jobs.config import ConfigError, Settings, load_settings
-from spark_jobs.durations import DurationError, parse_duration_ms
+from spark_jobs.config.durations import DurationError, parse_duration_ms
+from spark_jobs.settings import ConfigError, Settings, load_settings
 
 
 class UsageError(ValueError):
@@ -107,7 +107,8 @@ def _parse_date(text: str) -> date:
 
 
 def cmd_recompute(args: argparse.Namespace, settings: Settings) -> int:
-    from spark_jobs.experiments.recompute.recompute import TABLE_BATCH_METRICS, recompute_day
+    from spark_jobs.contracts.tables import TABLE_BATCH_METRICS
+    from spark_jobs.experiments.recompute.recompute import recompute_day
     from spark_jobs.streaming.spark_session import build_session
 
     spark = build_session(settings, app_name=f"tideline-recompute-{args.date.isoformat()}")

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from spark_jobs.config import KafkaSettings, Settings, load_settings
+from spark_jobs.settings import KafkaSettings, Settings, load_settings
 
 _counter = itertools.count()
 

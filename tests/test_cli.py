@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_jobs.contracts import SNAPSHOT_HEADER
+from spark_jobs.contracts.tables import SNAPSHOT_HEADER
 from spark_jobs.experiments.admin.snapshot import latest_snapshot_path, read_snapshot
 
 pytestmark = pytest.mark.integration

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_jobs.config import DEFAULTS, ConfigError, deep_merge, load_settings
+from spark_jobs.settings import DEFAULTS, ConfigError, deep_merge, load_settings
 
 SECOND, MINUTE, DAY = 1_000, 60_000, 86_400_000
 

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from spark_jobs.durations import DurationError, format_duration_ms, parse_duration_ms
+from spark_jobs.config.durations import DurationError, format_duration_ms, parse_duration_ms
 
 SECOND, MINUTE, HOUR, DAY = 1_000, 60_000, 3_600_000, 86_400_000
 

@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from spark_jobs.config import Settings
 from spark_jobs.experiments.admin.snapshot import prune_snapshots
+from spark_jobs.settings import Settings
 from spark_jobs.streaming.lake.delta import compact, vacuum, with_commit_retries
 
 log = logging.getLogger(__name__)

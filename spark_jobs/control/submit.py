@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from spark_jobs.config import ENV_PREFIX, Settings
+from spark_jobs.settings import ENV_PREFIX, Settings
 
 ENTRY_POINT = Path(__file__).resolve().parents[1] / "__main__.py"
 

@@ -15,8 +15,8 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from spark_jobs.config import Settings
-from spark_jobs.contracts import TABLE_VALIDATION_RESULTS
+from spark_jobs.contracts.tables import TABLE_VALIDATION_RESULTS
+from spark_jobs.settings import Settings
 from spark_jobs.streaming.lake.delta import read_arrow, table_exists, upsert_rows
 
 RESULT_KEY = ("run_id", "logical_date", "case", "check")

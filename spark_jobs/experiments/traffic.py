@@ -25,8 +25,9 @@ from typing import Any, NamedTuple
 import numpy as np
 import orjson
 
-from spark_jobs.config import ExperimentSettings, Settings
-from spark_jobs.contracts import RAMPS_HEADER, TOPIC_ACTIVATIONS, TOPIC_EVENTS
+from spark_jobs.contracts.tables import RAMPS_HEADER
+from spark_jobs.contracts.topics import TOPIC_ACTIVATIONS, TOPIC_EVENTS
+from spark_jobs.settings import ExperimentSettings, Settings
 
 MINUTE_MS = 60_000
 HOUR_MS = 3_600_000

@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from spark_jobs.config import Settings
-from spark_jobs.contracts import TABLE_FRAUD_ALERTS, TOPIC_RULES
+from spark_jobs.contracts.tables import TABLE_FRAUD_ALERTS
+from spark_jobs.contracts.topics import TOPIC_RULES
 from spark_jobs.fraud.core.engine import FraudEngine, MemoryStore
 from spark_jobs.fraud.core.rules import Rule, RuleError, RuleState, parse_rule
+from spark_jobs.settings import Settings
 from spark_jobs.streaming.kafka.admin import ensure_topics
 from spark_jobs.streaming.kafka.producer import make_producer, produce_all
 from spark_jobs.streaming.kafka.topic_reader import read_all

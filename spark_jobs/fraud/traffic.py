@@ -29,8 +29,8 @@ from typing import Any
 
 import orjson
 
-from spark_jobs.config import Settings
-from spark_jobs.contracts import TOPIC_TRANSACTIONS
+from spark_jobs.contracts.topics import TOPIC_TRANSACTIONS
+from spark_jobs.settings import Settings
 
 DEFAULT_START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 REGULARS = 3  # regular beneficiaries per payee

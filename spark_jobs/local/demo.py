@@ -15,11 +15,11 @@ from contextlib import ExitStack
 from datetime import UTC, datetime
 from typing import Any
 
-from spark_jobs.config import EMBEDDED_BROKER_PORT, Settings, build_settings, deep_merge
-from spark_jobs.contracts import TABLE_EXPERIMENT_METRICS
+from spark_jobs.contracts.tables import TABLE_EXPERIMENT_METRICS
 from spark_jobs.control.monitor.lag import offsets_dict
 from spark_jobs.experiments.core.periods import RampRow
 from spark_jobs.experiments.core.windows import window_end
+from spark_jobs.settings import EMBEDDED_BROKER_PORT, Settings, build_settings, deep_merge
 
 DEMO_JOBS = ("filter_events", "filter_activations", "experiment_metrics")
 DEMO_EXPERIMENTS = {
@@ -42,7 +42,7 @@ def demo_settings(settings: Settings) -> Settings:
 
 
 def _default(key: str) -> Any:
-    from spark_jobs.config import DEFAULTS
+    from spark_jobs.settings import DEFAULTS
 
     return DEFAULTS["experiments"][key]
 

@@ -37,9 +37,9 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from spark_jobs.config import EMBEDDED_BROKER_PORT, Settings, build_settings, deep_merge
 from spark_jobs.control.orchestration.standalone import AirflowStartError
 from spark_jobs.results.dashboard.server import DashboardServer, DashboardStartError
+from spark_jobs.settings import EMBEDDED_BROKER_PORT, Settings, build_settings, deep_merge
 
 DAG_IDS = (
     "daily_validation", "experiment_guardrails", "maintenance", "ramp_snapshot", "streaming_jobs",

@@ -14,11 +14,11 @@ import json
 import logging
 from typing import Any
 
-from spark_jobs.config import Settings
-from spark_jobs.contracts import TABLE_ALERTS
+from spark_jobs.contracts.tables import TABLE_ALERTS
 from spark_jobs.control.alerts import Alert, send_alert
 from spark_jobs.results.dashboard.results import ExperimentResult, load_results
 from spark_jobs.results.verdicts import MetricResult
+from spark_jobs.settings import Settings
 from spark_jobs.streaming.lake.delta import read_arrow, table_exists
 
 SOURCE = "experiment_guardrails"

@@ -15,10 +15,10 @@ from datetime import UTC, datetime
 import numpy as np
 import pyarrow as pa
 
-from spark_jobs.config import Settings
-from spark_jobs.contracts import TABLE_EXPERIMENT_METRICS
+from spark_jobs.contracts.tables import TABLE_EXPERIMENT_METRICS
 from spark_jobs.experiments.admin.metadata import add_ramps
 from spark_jobs.experiments.core.periods import RampRow
+from spark_jobs.settings import Settings
 from spark_jobs.streaming.lake.delta import upsert_rows
 
 PRIMARY_KEY = ["experiment_hash", "experiment_group", "period_start", "event_type", "window_end"]

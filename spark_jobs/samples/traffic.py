@@ -42,9 +42,9 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from spark_jobs.config import Settings
-from spark_jobs.contracts import TOPIC_ENGAGEMENTS, TOPIC_VIEWS
+from spark_jobs.contracts.topics import TOPIC_ENGAGEMENTS, TOPIC_VIEWS
 from spark_jobs.fraud.traffic import DEFAULT_START_MS, ProductionReport
+from spark_jobs.settings import Settings
 
 FLUSH_TIMEOUT_S = 60.0
 SKEW_MAX_MS = 5_000  # a client clock at most this much behind: engagement before its view

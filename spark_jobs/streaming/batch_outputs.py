@@ -18,8 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from confluent_kafka import Producer
 
-from spark_jobs.config import Settings
-from spark_jobs.contracts import TABLE_DEAD_LETTERS
+from spark_jobs.contracts.tables import TABLE_DEAD_LETTERS
+from spark_jobs.settings import Settings
 from spark_jobs.streaming.checkpoint import query_id
 from spark_jobs.streaming.kafka.producer import make_producer, produce_all
 from spark_jobs.streaming.lake.dead_letters import dead_letter_rows

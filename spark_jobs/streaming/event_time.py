@@ -14,8 +14,8 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from spark_jobs.config.durations import format_duration_ms
 from spark_jobs.contracts.records import MAX_TIME_MS
-from spark_jobs.durations import format_duration_ms
 
 _WATERMARK_COLUMN = "_event_time"
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from pyspark.sql.streaming import StreamingQueryListener
 
-from spark_jobs.config import Settings
+from spark_jobs.settings import Settings
 
 HISTORY_MAX_BYTES = 20 << 20
 IDLE_HEARTBEAT_S = 10.0

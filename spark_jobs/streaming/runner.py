@@ -17,11 +17,11 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from spark_jobs.config import Settings
-from spark_jobs.contracts import EXPERIMENT_TOPICS, FRAUD_TOPICS, SAMPLES_TOPICS
+from spark_jobs.contracts.topics import EXPERIMENT_TOPICS, FRAUD_TOPICS, SAMPLES_TOPICS
 from spark_jobs.experiments.jobs import experiment_metrics, filter_activations, filter_events
 from spark_jobs.fraud.jobs import fraud_driver, fraud_rules
 from spark_jobs.samples.jobs import training_samples
+from spark_jobs.settings import Settings
 from spark_jobs.streaming.kafka.admin import check_kafka, ensure_topics
 from spark_jobs.streaming.progress import ProgressFileListener
 from spark_jobs.streaming.spark_session import build_session

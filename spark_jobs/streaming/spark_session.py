@@ -8,7 +8,7 @@ import sys
 
 from pyspark.sql import SparkSession
 
-from spark_jobs.config import Settings
+from spark_jobs.settings import Settings
 
 ROCKSDB_PROVIDER = (
     "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from spark_jobs.config import ConfigError, load_settings
 from spark_jobs.control.alerts import ALERTS_SCHEMA, Alert
 from spark_jobs.control.alerts.channels import EmailChannel, WebhookChannel, configured_channels
 from spark_jobs.control.alerts.model import alert_rows
+from spark_jobs.settings import ConfigError, load_settings
 
 WINDOW_END = 1_767_229_200_000  # 2026-01-01T01:00:00Z
 

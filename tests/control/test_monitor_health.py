@@ -11,7 +11,6 @@ import time
 
 import pytest
 
-from spark_jobs.config import MonitorSettings
 from spark_jobs.control.monitor.alerting import alerts_due
 from spark_jobs.control.monitor.health import RunFacts, assess_health
 from spark_jobs.control.monitor.inputs import JOB_INPUT_TOPICS, UnknownStreamingJobError, check_job
@@ -26,6 +25,7 @@ from spark_jobs.control.monitor.restarts import (
     restart_budget_spent,
 )
 from spark_jobs.control.monitor.summary import age_text, describe, render_summary
+from spark_jobs.settings import MonitorSettings
 
 MIN = 60_000
 NOW = 1_800_000_000_000
@@ -310,7 +310,7 @@ def test_stat_fields_are_counted_from_the_last_parenthesis():
 
 
 def test_the_monitor_knows_every_job_of_the_runner():
-    from spark_jobs.config import STREAMING_JOBS
+    from spark_jobs.settings import STREAMING_JOBS
     from spark_jobs.streaming.runner import JOBS
 
     assert set(JOB_INPUT_TOPICS) == set(JOBS) == set(STREAMING_JOBS)

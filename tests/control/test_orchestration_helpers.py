@@ -12,11 +12,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from spark_jobs.config import ConfigError, load_settings
 from spark_jobs.control.orchestration.environment import airflow_environment, write_settings_file
 from spark_jobs.control.orchestration.runs import as_of_ms, run_day, validation_start
 from spark_jobs.control.orchestration.standalone import session_members, stop_session
 from spark_jobs.local.platform_stack import platform_start_date
+from spark_jobs.settings import ConfigError, load_settings
 
 UTC = datetime.UTC
 

@@ -8,13 +8,13 @@ import datetime
 import pytest
 from helpers.airflow_setup import AirflowSetup, output_tail, run_airflow
 
-from spark_jobs.config import load_settings
 from spark_jobs.experiments.admin.snapshot import (
     latest_snapshot_path,
     publish_snapshot,
     snapshot_as_of,
     snapshot_paths,
 )
+from spark_jobs.settings import load_settings
 
 pytestmark = pytest.mark.airflow
 

@@ -11,9 +11,9 @@ import orjson
 import pytest
 from reference.metrics_reference import periods_of
 
-from spark_jobs.config import load_settings
-from spark_jobs.contracts import RAMPS_HEADER, TOPIC_ACTIVATIONS, TOPIC_EVENTS
 from spark_jobs.contracts.records import ACTIVATION, EVENT, RecordError
+from spark_jobs.contracts.tables import RAMPS_HEADER
+from spark_jobs.contracts.topics import TOPIC_ACTIVATIONS, TOPIC_EVENTS
 from spark_jobs.experiments.traffic import (
     DUPLICATE,
     GOOD,
@@ -28,6 +28,7 @@ from spark_jobs.experiments.traffic import (
     tally,
     write_ramps_csv,
 )
+from spark_jobs.settings import load_settings
 
 HOUR = 3_600_000
 SPEC = TrafficSpec(seed=11, n_users=400, malformed_rate=0.01)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_jobs.contracts import RAMPS_HEADER, SNAPSHOT_HEADER
+from spark_jobs.contracts.tables import RAMPS_HEADER, SNAPSHOT_HEADER
 from spark_jobs.experiments.admin.metadata import (
     MetadataError,
     add_ramps,

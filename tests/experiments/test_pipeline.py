@@ -18,12 +18,12 @@ import yaml
 from helpers.jobs import run_available_now
 from reference.metrics_reference import experiment_metrics as reference_metrics
 
-from spark_jobs.config import load_settings
 from spark_jobs.experiments.admin.metadata import add_ramps
 from spark_jobs.experiments.admin.snapshot import publish_snapshot
 from spark_jobs.experiments.core.periods import RampRow
 from spark_jobs.experiments.traffic import MALFORMED, TrafficSpec, generate, produce
 from spark_jobs.local.broker import EmbeddedBroker
+from spark_jobs.settings import load_settings
 from spark_jobs.streaming.checkpoint import batch_watermark_ms, query_id
 from spark_jobs.streaming.lake.delta import read_arrow, transaction_version
 

@@ -7,9 +7,8 @@ import pytest
 from helpers.jobs import kill_mid_stream
 from helpers.topics import read_values, send
 
-from spark_jobs.contracts import (
-    TABLE_DEAD_LETTERS,
-    TABLE_FRAUD_ALERTS,
+from spark_jobs.contracts.tables import TABLE_DEAD_LETTERS, TABLE_FRAUD_ALERTS
+from spark_jobs.contracts.topics import (
     TOPIC_CURRENT_RULES,
     TOPIC_FRAUD_ALERTS,
     TOPIC_RULE_ERRORS,

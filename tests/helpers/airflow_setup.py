@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from helpers.history import HistoryLake, copy_history
-from spark_jobs.config import Settings, load_settings
 from spark_jobs.control.orchestration.api import AirflowClient
 from spark_jobs.control.orchestration.environment import (
     REPO_ROOT,
@@ -22,6 +21,7 @@ from spark_jobs.control.orchestration.environment import (
 )
 from spark_jobs.control.orchestration.standalone import AirflowStandalone
 from spark_jobs.local.broker import free_port
+from spark_jobs.settings import Settings, load_settings
 
 ARTIFACTS = REPO_ROOT / "test-artifacts"
 DESCRIBE_SCRIPT = Path(__file__).with_name("describe_dags.py")

@@ -20,12 +20,12 @@ from typing import Any
 import yaml
 
 from helpers.jobs import run_available_now
-from spark_jobs.config import Settings, deep_merge, load_settings
 from spark_jobs.experiments.admin.metadata import add_ramps
 from spark_jobs.experiments.admin.snapshot import publish_snapshot
 from spark_jobs.experiments.core.periods import RampRow
 from spark_jobs.experiments.traffic import DEFAULT_START_MS, HOUR_MS, TrafficSpec, produce
 from spark_jobs.local.broker import EmbeddedBroker
+from spark_jobs.settings import Settings, deep_merge, load_settings
 
 DAY_MS = 24 * HOUR_MS
 HISTORY_DAYS = 3

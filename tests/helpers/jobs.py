@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from spark_jobs.config import Settings
+from spark_jobs.settings import Settings
 from spark_jobs.streaming.runner import start_job
 
 

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from spark_jobs.config import KafkaSettings
+from spark_jobs.settings import KafkaSettings
 from spark_jobs.streaming.kafka.admin import end_offsets
 from spark_jobs.streaming.kafka.producer import make_producer, produce_all
 from spark_jobs.streaming.kafka.topic_reader import read_all

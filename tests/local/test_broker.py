@@ -13,8 +13,8 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from spark_jobs.config import KafkaSettings
 from spark_jobs.local.broker import EmbeddedBroker, free_port
+from spark_jobs.settings import KafkaSettings
 from spark_jobs.streaming.kafka.admin import ensure_topics
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka]

@@ -31,11 +31,11 @@ import pytest
 import yaml
 from helpers.airflow_setup import ARTIFACTS, own_environment
 
-from spark_jobs.config import EMBEDDED_BROKER_PORT
 from spark_jobs.control.monitor import procfs
 from spark_jobs.control.orchestration.environment import REPO_ROOT
 from spark_jobs.local.broker import free_port
 from spark_jobs.local.platform_stack import DAG_IDS
+from spark_jobs.settings import EMBEDDED_BROKER_PORT
 
 pytestmark = [pytest.mark.airflow, pytest.mark.e2e]
 

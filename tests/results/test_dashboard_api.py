@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from spark_jobs.config import Settings, load_settings
 from spark_jobs.results.dashboard.api import describe_test
 from spark_jobs.results.dashboard.results import load_results
 from spark_jobs.results.dashboard.server import DashboardServer
 from spark_jobs.results.synthetic_metrics import KNOWN_EFFECTS, START_MS, write_metrics
 from spark_jobs.results.verdicts import STATUSES
+from spark_jobs.settings import Settings, load_settings
 
 pytestmark = pytest.mark.integration
 

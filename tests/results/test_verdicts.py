@@ -6,9 +6,9 @@ import dataclasses
 
 import pytest
 
-from spark_jobs.config import load_settings
 from spark_jobs.results.stats import GroupCounts, proportion_test, welch_test
 from spark_jobs.results.verdicts import GroupHistory, judge
+from spark_jobs.settings import load_settings
 
 PARAMS = load_settings(environ={}).stats
 WINDOW = 3_600_000

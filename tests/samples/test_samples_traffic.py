@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from spark_jobs.contracts import TOPIC_ENGAGEMENTS, TOPIC_VIEWS
+from spark_jobs.contracts.topics import TOPIC_ENGAGEMENTS, TOPIC_VIEWS
 from spark_jobs.samples.traffic import (
     DUPLICATE_SIGNAL,
     DUPLICATE_VIEW,

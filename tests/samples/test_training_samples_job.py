@@ -9,14 +9,12 @@ import pytest
 from helpers.jobs import kill_mid_stream
 from helpers.topics import send
 
-from spark_jobs.contracts import (
+from spark_jobs.contracts.tables import (
     TABLE_DEAD_LETTERS,
     TABLE_ORPHAN_ENGAGEMENTS,
     TABLE_TRAINING_SAMPLES,
-    TOPIC_ENGAGEMENTS,
-    TOPIC_TRAINING_SAMPLES,
-    TOPIC_VIEWS,
 )
+from spark_jobs.contracts.topics import TOPIC_ENGAGEMENTS, TOPIC_TRAINING_SAMPLES, TOPIC_VIEWS
 from spark_jobs.samples.encoding.sample_avro import decode_sample
 from spark_jobs.streaming.kafka.topic_reader import read_all
 from spark_jobs.streaming.lake.delta import read_arrow
@@ -125,7 +123,7 @@ def test_shuffled_traffic_killed_job_equals_the_batch_recomputation(
     import pytest
     from deltalake import DeltaTable
 
-    from spark_jobs.contracts import TABLE_ALERTS, TABLE_VALIDATION_RESULTS
+    from spark_jobs.contracts.tables import TABLE_ALERTS, TABLE_VALIDATION_RESULTS
     from spark_jobs.samples.shadow.run import ShadowFailed, compare_day, shadow_day
     from spark_jobs.samples.traffic import SamplesTrafficSpec, generate_traffic
     from spark_jobs.streaming.kafka.admin import ensure_topics
@@ -188,8 +186,8 @@ def test_shuffled_traffic_killed_job_equals_the_batch_recomputation(
 def test_a_table_written_with_other_signals_fails_at_start(make_settings):
     import pytest
 
-    from spark_jobs.config import ConfigError
     from spark_jobs.samples.jobs.training_samples import TrainingSamplesSink, sample_schema
+    from spark_jobs.settings import ConfigError
     from spark_jobs.streaming.lake.delta import append_rows
 
     settings = make_settings()

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import Consumer, Message, TopicPartition
 
-from spark_jobs.config import KafkaSettings
+from spark_jobs.settings import KafkaSettings
 from spark_jobs.streaming.kafka.admin import (
     TopicNotFoundError,
     beginning_offsets,

@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from spark_jobs.config import KafkaSettings
+from spark_jobs.settings import KafkaSettings
 from spark_jobs.streaming.kafka.admin import beginning_offsets, end_offsets, ensure_topics
 from spark_jobs.streaming.kafka.batch_reader import (
     TimeBounds,

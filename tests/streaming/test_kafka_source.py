@@ -14,8 +14,8 @@ from pyspark.sql import DataFrame, Row
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-from spark_jobs.config import KafkaSettings
 from spark_jobs.contracts.records import EVENT, SPECS, RecordError
+from spark_jobs.settings import KafkaSettings
 from spark_jobs.streaming.kafka.admin import end_offsets, ensure_topics
 from spark_jobs.streaming.kafka.producer import make_producer, produce_all
 from spark_jobs.streaming.kafka.range_consumers import RangeConsumers

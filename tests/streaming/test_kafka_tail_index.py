@@ -19,7 +19,7 @@ import pytest
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-from spark_jobs.config import KafkaSettings
+from spark_jobs.settings import KafkaSettings
 from spark_jobs.streaming.kafka import prefetch
 from spark_jobs.streaming.kafka.admin import ensure_topics
 from spark_jobs.streaming.kafka.prefetch import TidelineKafkaPrefetchReader

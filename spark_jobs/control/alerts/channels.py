@@ -11,8 +11,8 @@ import urllib.error
 import urllib.request
 from typing import Protocol
 
-from spark_jobs.config import AlertSettings
 from spark_jobs.control.alerts.model import Alert
+from spark_jobs.settings import AlertSettings
 
 
 class AlertChannel(Protocol):

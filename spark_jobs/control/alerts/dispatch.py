@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import logging
 
-from spark_jobs.config import Settings
-from spark_jobs.contracts import TABLE_ALERTS
+from spark_jobs.contracts.tables import TABLE_ALERTS
 from spark_jobs.control.alerts.channels import configured_channels
 from spark_jobs.control.alerts.model import Alert, alert_rows
+from spark_jobs.settings import Settings
 from spark_jobs.streaming.lake.delta import append_rows
 
 log = logging.getLogger("tideline.alerts")

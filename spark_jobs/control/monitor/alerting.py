@@ -12,9 +12,9 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from spark_jobs.config import Settings
 from spark_jobs.control.monitor.health import DOWN, FAILED, LAGGING, RESTART_LOOP, STALE, Problem
 from spark_jobs.control.monitor.state_files import read_json, run_dir, write_json
+from spark_jobs.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -16,9 +16,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from spark_jobs.config import MonitorSettings
 from spark_jobs.control.monitor.lag import TopicEnds, offsets_lag
 from spark_jobs.control.monitor.restarts import recent_restarts, restart_budget_spent
+from spark_jobs.settings import MonitorSettings
 
 DOWN, FAILED, STALE, LAGGING, RESTART_LOOP = "down", "failed", "stale", "lagging", "restart_loop"
 ACTIVE_STATUSES = ("started", "running", "idle")

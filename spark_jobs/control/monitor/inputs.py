@@ -7,8 +7,7 @@ them the monitor deploys is `monitor.jobs` (default: the experiment pipeline's t
 
 from __future__ import annotations
 
-from spark_jobs.config import Settings
-from spark_jobs.contracts import (
+from spark_jobs.contracts.topics import (
     TOPIC_ACTIVATIONS,
     TOPIC_ENGAGEMENTS,
     TOPIC_EVENTS,
@@ -18,6 +17,7 @@ from spark_jobs.contracts import (
     TOPIC_TRANSACTIONS,
     TOPIC_VIEWS,
 )
+from spark_jobs.settings import Settings
 
 JOB_INPUT_TOPICS: dict[str, tuple[str, ...]] = {
     "filter_events": (TOPIC_EVENTS,),

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from spark_jobs.config import Settings
+from spark_jobs.settings import Settings
 
 log = logging.getLogger(__name__)
 

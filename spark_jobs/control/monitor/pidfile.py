@@ -12,9 +12,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from spark_jobs.config import Settings
 from spark_jobs.control.monitor.procfs import ProcessInfo
 from spark_jobs.control.monitor.state_files import read_json, run_dir, write_json
+from spark_jobs.settings import Settings
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from spark_jobs.config import Settings
+from spark_jobs.settings import Settings
 from spark_jobs.streaming.progress import progress_dir, read_progress
 
 HISTORY_TAIL_BYTES = 256 << 10

@@ -10,8 +10,8 @@ import contextlib
 from collections.abc import Sequence
 from pathlib import Path
 
-from spark_jobs.config import Settings
 from spark_jobs.control.monitor.state_files import read_json, run_dir, write_json
+from spark_jobs.settings import Settings
 
 
 def recent_restarts(times_ms: Sequence[int], now_ms: int, window_ms: int) -> list[int]:

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from spark_jobs.config import Settings
+from spark_jobs.settings import Settings
 
 
 def run_dir(settings: Settings) -> Path:

@@ -27,7 +27,6 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from spark_jobs.config import Settings
 from spark_jobs.control.monitor.inputs import JOB_NAMES, check_job
 from spark_jobs.control.monitor.pidfile import (
     RunRecord,
@@ -44,6 +43,7 @@ from spark_jobs.control.submit import (
     frozen_environment,
     spark_submit_command,
 )
+from spark_jobs.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,6 @@ import logging
 import time
 from typing import Any
 
-from spark_jobs.config import Settings
 from spark_jobs.control.monitor.alerting import send_job_alerts
 from spark_jobs.control.monitor.health import DOWN, JobHealth, Problem, RunFacts, assess_health
 from spark_jobs.control.monitor.inputs import JOB_INPUT_TOPICS, check_job, deployed_jobs
@@ -29,6 +28,7 @@ from spark_jobs.control.monitor.supervisor import (
     start_job_process,
     stop_job,
 )
+from spark_jobs.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -33,9 +33,9 @@ def alert_on_failure(context: Mapping[str, Any]) -> None:
     if getattr(context.get("exception"), "already_alerted", False):
         return
     try:
-        from spark_jobs.config import load_settings
         from spark_jobs.control.alerts import Alert, send_alert
         from spark_jobs.control.orchestration.runs import run_url
+        from spark_jobs.settings import load_settings
 
         settings = load_settings()
         send_alert(settings, Alert(run_url=run_url(settings, context),

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from spark_jobs.config import ENV_PREFIX, Settings
 from spark_jobs.control.submit import freeze_settings
+from spark_jobs.settings import ENV_PREFIX, Settings
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 DAGS_FOLDER = REPO_ROOT / "dags"

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote, urlparse
 
-from spark_jobs.config import Settings
 from spark_jobs.experiments.validation.cases import CASES
+from spark_jobs.settings import Settings
 
 # Where the Tideline Airflow plugin (spark_jobs.control.ui) serves validation.data_docs.
 DATA_DOCS_UI_PATH = "/tideline/data-docs"

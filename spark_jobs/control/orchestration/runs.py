@@ -13,7 +13,7 @@ import datetime
 from collections.abc import Mapping
 from typing import Any
 
-from spark_jobs.config import ConfigError, Settings
+from spark_jobs.settings import ConfigError, Settings
 
 UTC = datetime.UTC
 DAY = datetime.timedelta(days=1)

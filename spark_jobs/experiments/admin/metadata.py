@@ -29,7 +29,7 @@ from sqlalchemy import (
     select,
 )
 
-from spark_jobs.contracts import RAMPS_HEADER
+from spark_jobs.contracts.tables import RAMPS_HEADER
 from spark_jobs.experiments.core.periods import RampRow
 
 _metadata = MetaData()

@@ -22,10 +22,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from spark_jobs.config import Settings
-from spark_jobs.contracts import SNAPSHOT_HEADER
+from spark_jobs.contracts.tables import SNAPSHOT_HEADER
 from spark_jobs.experiments.admin.metadata import read_ramps
 from spark_jobs.experiments.core.periods import Period, PeriodIndex, periods, snapshot_periods
+from spark_jobs.settings import Settings
 
 log = logging.getLogger(__name__)
 

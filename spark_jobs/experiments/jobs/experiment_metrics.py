@@ -20,13 +20,8 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from spark_jobs.config import Settings
-from spark_jobs.contracts import (
-    TABLE_DEAD_LETTERS,
-    TABLE_EXPERIMENT_METRICS,
-    TOPIC_FILTERED_ACTIVATIONS,
-    TOPIC_FILTERED_EVENTS,
-)
+from spark_jobs.contracts.tables import TABLE_DEAD_LETTERS, TABLE_EXPERIMENT_METRICS
+from spark_jobs.contracts.topics import TOPIC_FILTERED_ACTIVATIONS, TOPIC_FILTERED_EVENTS
 from spark_jobs.experiments.core.group_windows import GroupWindows, MetricRow
 from spark_jobs.experiments.core.user_metrics import Delta, MetricParams
 from spark_jobs.experiments.processors.metrics_processor import (
@@ -35,6 +30,7 @@ from spark_jobs.experiments.processors.metrics_processor import (
     SOURCE_EVENT,
     UserMetricsProcessor,
 )
+from spark_jobs.settings import Settings
 from spark_jobs.streaming.batch_outputs import BatchOutputs, rows_of_kind
 from spark_jobs.streaming.checkpoint import batch_watermark_ms
 from spark_jobs.streaming.event_time import with_event_time

@@ -22,13 +22,10 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from spark_jobs.config import Settings
-from spark_jobs.contracts import (
-    TABLE_RAW_ACTIVATIONS,
-    TOPIC_ACTIVATIONS,
-    TOPIC_FILTERED_ACTIVATIONS,
-)
+from spark_jobs.contracts.tables import TABLE_RAW_ACTIVATIONS
+from spark_jobs.contracts.topics import TOPIC_ACTIVATIONS, TOPIC_FILTERED_ACTIVATIONS
 from spark_jobs.experiments.admin.snapshot import SnapshotWatcher, read_snapshot
+from spark_jobs.settings import Settings
 from spark_jobs.streaming.batch_outputs import BatchOutputs
 from spark_jobs.streaming.kafka.source import read_topic
 

@@ -12,13 +12,10 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from spark_jobs.config import Settings
-from spark_jobs.contracts import (
-    TABLE_RAW_EVENTS,
-    TOPIC_EVENTS,
-    TOPIC_FILTERED_EVENTS,
-)
+from spark_jobs.contracts.tables import TABLE_RAW_EVENTS
+from spark_jobs.contracts.topics import TOPIC_EVENTS, TOPIC_FILTERED_EVENTS
 from spark_jobs.experiments.processors.cap_processor import CAPPED_EVENT_SCHEMA, HourlyCapProcessor
+from spark_jobs.settings import Settings
 from spark_jobs.streaming.batch_outputs import BatchOutputs
 from spark_jobs.streaming.event_time import with_event_time
 from spark_jobs.streaming.kafka.source import read_topic

@@ -21,9 +21,7 @@ import pandas as pd
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
-from spark_jobs.config import ExperimentSettings, Settings
-from spark_jobs.contracts import TABLE_RAW_ACTIVATIONS, TABLE_RAW_EVENTS
-from spark_jobs.control.submit import submit_recompute
+from spark_jobs.contracts.tables import TABLE_BATCH_METRICS, TABLE_RAW_ACTIVATIONS, TABLE_RAW_EVENTS
 from spark_jobs.experiments.admin.metadata import read_ramps
 from spark_jobs.experiments.core.batch_metrics import (
     day_bounds_ms,
@@ -33,7 +31,6 @@ from spark_jobs.experiments.core.batch_metrics import (
 from spark_jobs.experiments.core.periods import periods
 from spark_jobs.experiments.core.user_metrics import Delta
 from spark_jobs.experiments.jobs.experiment_metrics import METRICS_SCHEMA, PRIMARY_KEY
-from spark_jobs.experiments.recompute import TABLE_BATCH_METRICS
 from spark_jobs.experiments.recompute.deltas import (
     GROUP_PERIOD,
     RAW_ACTIVATION_COLUMNS,
@@ -41,9 +38,8 @@ from spark_jobs.experiments.recompute.deltas import (
     periods_frame,
     window_deltas,
 )
+from spark_jobs.settings import ExperimentSettings, Settings
 from spark_jobs.streaming.lake.delta import read_spark, replace_slice_once, transaction_version
-
-__all__ = ["TABLE_BATCH_METRICS", "recompute_day", "submit_recompute"]
 
 APP_ID_PREFIX = "batch_recompute"
 ROW_COLUMNS = METRICS_SCHEMA.names[:-1]  # all but updated_at, which the driver stamps

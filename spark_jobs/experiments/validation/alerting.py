@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import datetime
 
-from spark_jobs.config import Settings
 from spark_jobs.control.alerts import Alert
 from spark_jobs.control.validation_results import CheckOutcome
 from spark_jobs.experiments.validation.prepare import iso
 from spark_jobs.experiments.validation.suites import DRIFT, MONOTONE
+from spark_jobs.settings import Settings
 
 ALERT_SOURCE = "daily_validation"
 

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 import pandas as pd
 import pyarrow.compute as pc
 
-from spark_jobs.config import Settings
-from spark_jobs.contracts import TABLE_EXPERIMENT_METRICS, TABLE_RAW_EVENTS
+from spark_jobs.contracts.tables import TABLE_EXPERIMENT_METRICS, TABLE_RAW_EVENTS
 from spark_jobs.experiments.validation.checks import KEY, METRICS
+from spark_jobs.settings import Settings
 from spark_jobs.streaming.lake.delta import read_arrow, table_exists
 
 METRIC_COLUMNS = [*KEY, "is_control", *METRICS]

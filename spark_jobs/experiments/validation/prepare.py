@@ -13,8 +13,8 @@ from typing import Any
 
 import pandas as pd
 
-from spark_jobs.config import Settings
-from spark_jobs.contracts import (
+from spark_jobs.contracts.tables import (
+    TABLE_BATCH_METRICS,
     TABLE_EXPERIMENT_METRICS,
     TABLE_RAW_ACTIVATIONS,
     TABLE_RAW_EVENTS,
@@ -23,7 +23,6 @@ from spark_jobs.experiments.admin.metadata import read_ramps
 from spark_jobs.experiments.core.batch_metrics import day_bounds_ms
 from spark_jobs.experiments.core.periods import GroupKey, Period, RampRow
 from spark_jobs.experiments.core.windows import period_last_window, window_end
-from spark_jobs.experiments.recompute import TABLE_BATCH_METRICS
 from spark_jobs.experiments.validation import inputs
 from spark_jobs.experiments.validation.cases import check_case, groups_of_case, later_periods
 from spark_jobs.experiments.validation.checks import (
@@ -35,6 +34,7 @@ from spark_jobs.experiments.validation.checks import (
     reset_bounds,
 )
 from spark_jobs.experiments.validation.suites import DRIFT, MONOTONE, RESET
+from spark_jobs.settings import Settings
 
 
 def iso(ms: int | None) -> str | None:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import datetime
 
-from spark_jobs.config import Settings
 from spark_jobs.experiments.core.batch_metrics import day_bounds_ms
 from spark_jobs.experiments.validation.inputs import latest_raw_ts, streaming_watermark_ms
+from spark_jobs.settings import Settings
 
 
 def iso_ms(ms: int | None) -> str:

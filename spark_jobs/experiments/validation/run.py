@@ -12,7 +12,6 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from spark_jobs.config import Settings
 from spark_jobs.control.alerts import send_alert
 from spark_jobs.control.validation_results import CheckOutcome, store_results
 from spark_jobs.experiments.validation.alerting import failure_alert
@@ -20,6 +19,7 @@ from spark_jobs.experiments.validation.cases import CASES
 from spark_jobs.experiments.validation.checks import worst_row
 from spark_jobs.experiments.validation.prepare import PREPARERS, PreparedCheck, case_scope
 from spark_jobs.experiments.validation.suites import DRIFT, SuiteRunner
+from spark_jobs.settings import Settings
 
 
 class ValidationFailed(RuntimeError):

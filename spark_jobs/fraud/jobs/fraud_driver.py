@@ -24,8 +24,8 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from spark_jobs.config import Settings
-from spark_jobs.contracts import TABLE_FRAUD_ALERTS, TOPIC_FRAUD_ALERTS
+from spark_jobs.contracts.tables import TABLE_FRAUD_ALERTS
+from spark_jobs.contracts.topics import TOPIC_FRAUD_ALERTS
 from spark_jobs.fraud.core.changelog import LoggedStore
 from spark_jobs.fraud.core.engine import FraudEngine
 from spark_jobs.fraud.jobs.background_snapshots import BackgroundSnapshots
@@ -37,6 +37,7 @@ from spark_jobs.fraud.processors.shard_processor import (
     arrival_order,
     output_row,
 )
+from spark_jobs.settings import Settings
 from spark_jobs.streaming.checkpoint import batch_watermark_ms
 from spark_jobs.streaming.kafka.producer import Publisher
 

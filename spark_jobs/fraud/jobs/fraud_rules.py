@@ -18,10 +18,8 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from spark_jobs.config import Settings
-from spark_jobs.contracts import (
-    TABLE_DEAD_LETTERS,
-    TABLE_FRAUD_ALERTS,
+from spark_jobs.contracts.tables import TABLE_DEAD_LETTERS, TABLE_FRAUD_ALERTS
+from spark_jobs.contracts.topics import (
     TOPIC_CURRENT_RULES,
     TOPIC_FRAUD_ALERTS,
     TOPIC_RULE_ERRORS,
@@ -35,6 +33,7 @@ from spark_jobs.fraud.processors.shard_processor import (
     OUTPUT_SCHEMA,
     FraudShardProcessor,
 )
+from spark_jobs.settings import Settings
 from spark_jobs.streaming.batch_outputs import BatchOutputs
 from spark_jobs.streaming.checkpoint import recorded_conf
 from spark_jobs.streaming.event_time import with_event_time

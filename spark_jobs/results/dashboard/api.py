@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from spark_jobs.config import Settings
 from spark_jobs.results.dashboard.results import ExperimentResult, Results, as_json
 from spark_jobs.results.verdicts import ExperimentVerdict, MetricResult
+from spark_jobs.settings import Settings
 
 METRIC_LABELS = {"propensity": "propensity rate", "volume": "actions per triggered user"}
 

@@ -11,9 +11,9 @@ from fastapi import FastAPI, HTTPException
 from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
-from spark_jobs.config import Settings
 from spark_jobs.results.dashboard.api import experiment_json, experiments_json
 from spark_jobs.results.dashboard.results import Results, ResultsCache
+from spark_jobs.settings import Settings
 
 STATIC = Path(__file__).parent / "static"
 NO_CACHE = {"Cache-Control": "no-cache"}

@@ -20,11 +20,11 @@ from typing import Any
 import pandas as pd
 from deltalake import DeltaTable
 
-from spark_jobs.config import Settings
-from spark_jobs.contracts import TABLE_EXPERIMENT_METRICS
+from spark_jobs.contracts.tables import TABLE_EXPERIMENT_METRICS
 from spark_jobs.experiments.core.periods import RampRow
 from spark_jobs.results.stats import GroupCounts
 from spark_jobs.results.verdicts import ExperimentVerdict, GroupHistory, judge
+from spark_jobs.settings import Settings
 from spark_jobs.streaming.lake.delta import load_table
 
 COLUMNS = [

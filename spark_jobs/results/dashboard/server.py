@@ -8,7 +8,7 @@ import threading
 import time
 from types import TracebackType
 
-from spark_jobs.config import Settings
+from spark_jobs.settings import Settings
 
 START_TIMEOUT_S = 20.0
 

@@ -19,15 +19,12 @@ from deltalake import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from spark_jobs.config import ConfigError, Settings
-from spark_jobs.contracts import (
+from spark_jobs.contracts.tables import (
     TABLE_DEAD_LETTERS,
     TABLE_ORPHAN_ENGAGEMENTS,
     TABLE_TRAINING_SAMPLES,
-    TOPIC_ENGAGEMENTS,
-    TOPIC_TRAINING_SAMPLES,
-    TOPIC_VIEWS,
 )
+from spark_jobs.contracts.topics import TOPIC_ENGAGEMENTS, TOPIC_TRAINING_SAMPLES, TOPIC_VIEWS
 from spark_jobs.samples.core.joiner import JoinParameters
 from spark_jobs.samples.core.tables import ORPHAN_SCHEMA, sample_schema
 from spark_jobs.samples.encoding.sample_avro import SampleEncoder
@@ -39,6 +36,7 @@ from spark_jobs.samples.processors.join_processor import (
     SampleJoinProcessor,
     output_schema,
 )
+from spark_jobs.settings import ConfigError, Settings
 from spark_jobs.streaming.batch_outputs import BatchOutputs, rows_of_kind
 from spark_jobs.streaming.event_time import with_event_time
 from spark_jobs.streaming.kafka.producer import make_producer, produce_all

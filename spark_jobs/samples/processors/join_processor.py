@@ -23,7 +23,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from spark_jobs.contracts import TOPIC_VIEWS
+from spark_jobs.contracts.topics import TOPIC_VIEWS
 from spark_jobs.samples.core.joiner import (
     JoinParameters,
     StepResult,

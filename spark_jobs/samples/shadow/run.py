@@ -22,14 +22,15 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from spark_jobs.config import Settings
-from spark_jobs.contracts import TABLE_TRAINING_SAMPLES, TOPIC_ENGAGEMENTS, TOPIC_VIEWS
+from spark_jobs.contracts.tables import TABLE_TRAINING_SAMPLES
+from spark_jobs.contracts.topics import TOPIC_ENGAGEMENTS, TOPIC_VIEWS
 from spark_jobs.control.alerts import Alert, send_alert
 from spark_jobs.control.validation_results import CheckOutcome, store_results
 from spark_jobs.experiments.core.batch_metrics import day_bounds_ms
 from spark_jobs.experiments.validation.readiness import iso_ms
 from spark_jobs.samples.shadow.compare import ShadowReport, compare_samples, sample_schema
 from spark_jobs.samples.shadow.recompute import recompute_samples
+from spark_jobs.settings import Settings
 from spark_jobs.streaming.checkpoint import committed_watermark_ms
 from spark_jobs.streaming.kafka.admin import TopicNotFoundError, partitions_of
 from spark_jobs.streaming.kafka.batch_reader import read_topic_batch

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from spark_jobs.config import KafkaSettings
+from spark_jobs.settings import KafkaSettings
 from spark_jobs.streaming.kafka.client import client_config
 
 REQUEST_TIMEOUT_S = 10.0
@@ -26,7 +26,7 @@ class TopicNotFoundError(RuntimeError):
 
 def check_kafka(kafka: KafkaSettings, timeout_s: float = 10.0) -> None:
     """Fail at start, with what to fix, when the configured Kafka cannot be reached."""
-    from spark_jobs.config import ConfigError
+    from spark_jobs.settings import ConfigError
 
     try:
         admin_client(kafka).list_topics(timeout=timeout_s)

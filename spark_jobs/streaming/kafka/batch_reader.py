@@ -28,7 +28,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from spark_jobs.config import KafkaSettings
+from spark_jobs.settings import KafkaSettings
 from spark_jobs.streaming.kafka.admin import beginning_offsets, end_offsets, offsets_consumer
 from spark_jobs.streaming.kafka.source import (
     SOURCE_NAME,

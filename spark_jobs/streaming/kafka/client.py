@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from spark_jobs.config import KafkaSettings
+from spark_jobs.settings import KafkaSettings
 
 KAFKA_LOGGER = logging.getLogger("tideline.kafka")
 

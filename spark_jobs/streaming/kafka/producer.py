@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 from confluent_kafka import KafkaError, Message, Producer
 
-from spark_jobs.config import KafkaSettings
+from spark_jobs.settings import KafkaSettings
 from spark_jobs.streaming.kafka.client import client_config
 
 PRODUCER_DEFAULTS: dict[str, Any] = {

@@ -15,7 +15,7 @@ from collections import OrderedDict
 
 from confluent_kafka import Consumer, TopicPartition
 
-from spark_jobs.config import KafkaSettings
+from spark_jobs.settings import KafkaSettings
 from spark_jobs.streaming.kafka.client import client_config
 
 MAX_IDLE = 4  # per worker process and cluster; each may buffer up to its queue bound

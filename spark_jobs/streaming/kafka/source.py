@@ -47,7 +47,6 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from spark_jobs.config import KafkaSettings
 from spark_jobs.contracts.records import (
     BOOL,
     LONG,
@@ -57,6 +56,7 @@ from spark_jobs.contracts.records import (
     RecordError,
     RecordSpec,
 )
+from spark_jobs.settings import KafkaSettings
 from spark_jobs.streaming.kafka.admin import (
     beginning_offsets_with,
     end_offsets_with,

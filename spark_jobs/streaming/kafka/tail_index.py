@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from confluent_kafka import OFFSET_END, Consumer, KafkaError, Message, TopicPartition
 
-from spark_jobs.config import KafkaSettings
+from spark_jobs.settings import KafkaSettings
 from spark_jobs.streaming.kafka.client import client_config
 
 STALE_AFTER_S = 0.5  # an index whose thread has not polled for this long is not trusted

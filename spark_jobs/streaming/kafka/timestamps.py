@@ -13,7 +13,7 @@ from types import TracebackType
 import orjson
 from confluent_kafka import Consumer, Message, TopicPartition
 
-from spark_jobs.config import KafkaSettings
+from spark_jobs.settings import KafkaSettings
 from spark_jobs.streaming.kafka.admin import planning_consumer
 
 PROBE_TIMEOUT_S = 10.0

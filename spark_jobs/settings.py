@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from spark_jobs.durations import DurationError, parse_duration_ms
+from spark_jobs.config.durations import DurationError, parse_duration_ms
 
 ENV_PREFIX = "TIDELINE_"
 EMBEDDED_BROKER_PORT = 19092

@@ -1,0 +1,1 @@
+"""The settings language: durations and (soon) typed setting declarations."""
