@@ -95,7 +95,7 @@ def job(name: str) -> Job:
     for entry in JOBS:
         if entry.name == name:
             return entry
-    raise UnknownJobError(f"unknown streaming job {name!r} (known: {', '.join(JOB_NAMES)})")
+    raise UnknownJobError(f"unknown job {name!r} (known: {', '.join(JOB_NAMES)})")
 
 
 def system_topics(system: str) -> tuple[str, ...]:

@@ -1,0 +1,133 @@
+"""`tideline` commands of the experiment pipeline: metadata, snapshots, traffic, the daily
+recomputation and its validation."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from spark_jobs.config.cli_args import (
+    add_day_arguments,
+    manual_run_id,
+    parse_date,
+    parse_time_ms,
+)
+from spark_jobs.config.durations import parse_duration_ms
+from spark_jobs.settings import Settings
+
+
+def _lookback_ms(text: str | None, settings: Settings) -> int | None:
+    if text is None:
+        return settings.experiments.period_ms
+    if text == "all":
+        return None
+    return parse_duration_ms(text)
+
+
+def cmd_metadata_load(args: argparse.Namespace, settings: Settings) -> int:
+    from spark_jobs.experiments.admin.metadata import load_csv
+
+    count = load_csv(settings.metadata.url, args.file)
+    print(f"loaded {count} ramp rows into {settings.metadata.url}")
+    return 0
+
+
+def cmd_snapshot_publish(args: argparse.Namespace, settings: Settings) -> int:
+    from spark_jobs.experiments.admin.snapshot import publish_snapshot
+
+    as_of = parse_time_ms(args.as_of) if args.as_of else int(time.time() * 1000)
+    path = publish_snapshot(settings, as_of, _lookback_ms(args.lookback, settings))
+    print(f"published {path}")
+    return 0
+
+
+def cmd_generate(args: argparse.Namespace, settings: Settings) -> int:
+    from spark_jobs.experiments.admin.metadata import add_ramps
+    from spark_jobs.experiments.core.periods import RampRow
+    from spark_jobs.experiments.traffic import TrafficSpec, produce
+
+    overrides = {"seed": args.seed, "n_users": args.users}
+    if args.duration:
+        overrides["duration_ms"] = parse_duration_ms(args.duration)
+    if args.start:
+        overrides["start_ms"] = parse_time_ms(args.start)
+    spec = TrafficSpec.from_settings(settings.experiments, **overrides)
+    if args.ramps_csv:
+        spec.write_ramps_csv(args.ramps_csv)
+        print(f"wrote ramps to {args.ramps_csv}")
+    if args.load_metadata:
+        rows = [RampRow(**row) for row in spec.ramp_rows()]
+        add_ramps(settings.metadata.url, rows)
+        print(f"loaded {len(rows)} ramp rows into {settings.metadata.url}")
+    report = produce(spec, settings, rate=args.rate, progress=not args.no_progress)
+    print(report.summary() if hasattr(report, "summary") else report)
+    return 0
+
+
+def cmd_recompute(args: argparse.Namespace, settings: Settings) -> int:
+    from spark_jobs.contracts.tables import TABLE_BATCH_METRICS
+    from spark_jobs.experiments.recompute.recompute import recompute_day
+    from spark_jobs.streaming.spark_session import build_session
+
+    spark = build_session(settings, app_name=f"tideline-recompute-{args.date.isoformat()}")
+    try:
+        count = recompute_day(spark, settings, args.date)
+    finally:
+        spark.stop()
+    print(f"recomputed {count} rows of {args.date.isoformat()} into {TABLE_BATCH_METRICS}")
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace, settings: Settings) -> int:
+    from spark_jobs.experiments.validation.run import ValidationFailed, validate_day
+
+    try:
+        summary = validate_day(settings, args.date, manual_run_id(args.run_id))
+    except ValidationFailed as failed:
+        print(json.dumps(failed.summary, indent=2))
+        print(f"tideline: validation failed: {failed}", file=sys.stderr)
+        return 1
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    """Add the experiment pipeline's commands to `tideline`."""
+    generate = commands.add_parser("generate", help="produce synthetic traffic to Kafka")
+    generate.add_argument("--seed", type=int, default=7)
+    generate.add_argument("--users", type=int, default=2000)
+    generate.add_argument("--duration", help="event-time span, e.g. 2h (compressed time)")
+    generate.add_argument("--start", help="event-time start, ISO 8601 (default 2026-01-01)")
+    generate.add_argument("--rate", type=float, help="messages/s (default: as fast as possible)")
+    generate.add_argument("--ramps-csv", help="also write the experiments' ramps to this CSV")
+    generate.add_argument("--load-metadata", action="store_true",
+                          help="also load the experiments' ramps into the metadata DB")
+    generate.add_argument("--no-progress", action="store_true", help="no progress bar")
+    generate.set_defaults(func=cmd_generate)
+
+    metadata = commands.add_parser("metadata", help="experiment metadata (ramps table)")
+    metadata_commands = metadata.add_subparsers(dest="action", required=True, metavar="ACTION")
+    load = metadata_commands.add_parser("load", help="load ramp rows from a CSV file")
+    load.add_argument("file")
+    load.set_defaults(func=cmd_metadata_load)
+
+    snapshot = commands.add_parser("snapshot", help="ramp snapshots")
+    snapshot_commands = snapshot.add_subparsers(dest="action", required=True, metavar="ACTION")
+    publish = snapshot_commands.add_parser("publish", help="publish a ramp snapshot atomically")
+    publish.add_argument("--as-of", help="ISO 8601 time (default: now)")
+    publish.add_argument("--lookback", help="DURATION or 'all' (default: experiments.period)")
+    publish.set_defaults(func=cmd_snapshot_publish)
+
+    recompute = commands.add_parser(
+        "recompute", help="batch recomputation of one day's experiment metrics"
+    )
+    recompute.add_argument("--date", type=parse_date, required=True, help="YYYY-MM-DD (UTC)")
+    recompute.set_defaults(func=cmd_recompute)
+
+    validate = commands.add_parser(
+        "validate", help="check one day's streaming metrics (Great Expectations)"
+    )
+    add_day_arguments(validate)
+    validate.set_defaults(func=cmd_validate)

@@ -1,0 +1,60 @@
+"""`tideline rules`: fraud rules for people (add, pause, activate, delete, list)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from spark_jobs.config.cli_args import UsageError
+from spark_jobs.settings import Settings
+
+
+def _rule_text(source: str) -> str:
+    """A rule given inline as JSON or as @FILE."""
+    if source.startswith("@"):
+        path = Path(source[1:])
+        if not path.is_file():
+            raise UsageError(f"no rule file {path}")
+        return path.read_text()
+    return source
+
+
+def cmd_rules(args: argparse.Namespace, settings: Settings) -> int:
+    from spark_jobs.fraud import admin as fraud_admin
+    from spark_jobs.fraud.core.rules import RuleState
+
+    try:
+        if args.action == "list":
+            print(fraud_admin.render_rules(fraud_admin.current_rules(settings)))
+            print(f"\nlatest alerts (fraud_alerts, newest first, up to {args.alerts}):")
+            print(fraud_admin.render_alerts(fraud_admin.recent_alerts(settings, args.alerts)))
+            return 0
+        if args.action == "add":
+            rule = fraud_admin.send_rule(settings, _rule_text(args.rule))
+        elif args.action == "delete":
+            rule = fraud_admin.delete_rule(settings, args.rule_id)
+        else:
+            state = RuleState.PAUSE if args.action == "pause" else RuleState.ACTIVE
+            rule = fraud_admin.set_state(settings, args.rule_id, state)
+    except fraud_admin.RuleCommandError as exc:
+        raise UsageError(str(exc)) from None
+    target = "control" if rule.rule_id is None else f"rule {rule.rule_id}"
+    print(f"sent {target} ({rule.state.value}) to the rules topic")
+    return 0
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    """Add `tideline rules` to `tideline`."""
+    rules = commands.add_parser("rules", help="fraud rules: add, pause, activate, delete, list")
+    rules_commands = rules.add_subparsers(dest="action", required=True, metavar="ACTION")
+    add = rules_commands.add_parser("add", help="publish a rule (JSON text or @FILE)")
+    add.add_argument("rule", help="the rule's JSON (the Flink demo's form) or @FILE")
+    for action, text in (("pause", "keep collecting, stop alerting"),
+                         ("activate", "alert again (the window covers the pause)"),
+                         ("delete", "drop the rule and its state")):
+        command = rules_commands.add_parser(action, help=text)
+        command.add_argument("rule_id", type=int)
+    listing = rules_commands.add_parser("list", help="current rules and the latest alerts")
+    listing.add_argument("--alerts", type=int, default=10, help="how many alerts (default 10)")
+    for command in rules_commands.choices.values():
+        command.set_defaults(func=cmd_rules)

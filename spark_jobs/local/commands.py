@@ -1,0 +1,49 @@
+"""`tideline broker|demo|platform`: the local stack on embedded defaults."""
+
+from __future__ import annotations
+
+import argparse
+
+from spark_jobs.settings import Settings
+
+
+def cmd_broker(args: argparse.Namespace, settings: Settings) -> int:
+    from spark_jobs.local.broker import serve_forever
+
+    port = args.port if args.port is not None else int(settings.kafka.bootstrap.rsplit(":", 1)[1])
+    serve_forever(port)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
+    from spark_jobs.local.demo import run_demo
+
+    return run_demo(settings, rate=args.rate, seconds=args.seconds)
+
+
+def cmd_platform(args: argparse.Namespace, settings: Settings) -> int:
+    from spark_jobs.local.platform_stack import run_platform
+
+    return run_platform(settings, users=args.users, seconds=args.seconds)
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    """Add the local stack's commands to `tideline`."""
+    broker = commands.add_parser("broker", help="start the embedded Kafka broker (Tansu)")
+    broker.add_argument("--port", type=int, help="port on 127.0.0.1 (default: kafka.bootstrap)")
+    broker.set_defaults(func=cmd_broker)
+
+    demo = commands.add_parser("demo", help="run the whole pipeline on embedded defaults")
+    demo.add_argument("--rate", type=float, default=2000.0, help="generator messages/s")
+    demo.add_argument("--seconds", type=float, help="stop after this long (default: Ctrl-C)")
+    demo.set_defaults(func=cmd_demo)
+
+    platform = commands.add_parser(
+        "platform",
+        help="the whole platform on embedded defaults, managed in the Airflow UI: broker, "
+             "metadata DB, Airflow, streaming jobs (deployed by its DAG), synthetic traffic",
+    )
+    platform.add_argument("--users", type=int, default=10_000,
+                          help="synthetic users (traffic follows the clock: ~20 msg/s per 1000)")
+    platform.add_argument("--seconds", type=float, help="stop after this long (default: Ctrl-C)")
+    platform.set_defaults(func=cmd_platform)
