@@ -12,6 +12,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from spark_jobs.config import commands as config_commands
 from spark_jobs.config.cli_args import UsageError
 from spark_jobs.config.durations import DurationError
 from spark_jobs.control import commands as control_commands
@@ -25,7 +26,7 @@ from spark_jobs.streaming import commands as streaming_commands
 
 COMMAND_GROUPS = (  # the order of `tideline --help`
     local_commands, experiment_commands, streaming_commands, control_commands,
-    samples_commands, fraud_commands, results_commands,
+    samples_commands, fraud_commands, results_commands, config_commands,
 )
 
 

@@ -1,0 +1,33 @@
+"""Settings of fraud detection (job `fraud_rules`): section fraud.
+
+Declared once (`spark_jobs.config.fields.setting`); `spark_jobs.settings` assembles it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from spark_jobs.config.fields import setting
+from spark_jobs.config.kinds import Choice, Duration, Flag, PositiveInt
+
+FRAUD_STATES = ("driver", "spark")
+
+
+@dataclass(frozen=True)
+class FraudSettings:
+    """fraud_rules: watermark delay, whether late transactions may alert, the pre-aggregation
+    bucket (0 = exact) and how many state shards split the rules (parallelism)."""
+
+    lateness_ms: int = setting("2m", Duration(), "watermark delay of the transactions")
+    alert_on_late_events: bool = setting(
+        False, Flag(), "whether a transaction later than the watermark may still alert")
+    bucket_ms: int = setting("0", Duration(), "pre-aggregation bucket of the windows (0 = exact)")
+    shards: int = setting(
+        2, PositiveInt(), "state shards splitting the rules (spark state)", unit="shards")
+    state: str = setting(
+        "driver", Choice(FRAUD_STATES),
+        "driver: one engine on the driver; spark: transformWithState shards")
+    snapshot_every: int = setting(
+        500, PositiveInt(), "batches between engine snapshots (driver state)", unit="batches")
+    idle_timeout_ms: int = setting(
+        "1s", Duration(minimum=1), "a quiet rules topic stops holding transactions back")

@@ -1,0 +1,73 @@
+"""Settings of the streaming machinery every system shares: sections kafka, spark, lake, jobs.
+
+Declared once each (`spark_jobs.config.fields.setting`); `spark_jobs.settings` assembles them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from spark_jobs.config.fields import setting
+from spark_jobs.config.kinds import Duration, Map, PositiveInt, Text
+
+EMBEDDED_BROKER_PORT = 19092
+
+
+@dataclass(frozen=True)
+class KafkaSettings:
+    bootstrap: str = setting(
+        f"127.0.0.1:{EMBEDDED_BROKER_PORT}", Text(form="host:port[,host:port...]"),
+        "bootstrap servers (default: the embedded broker)")
+    client: dict[str, Any] = setting(  # noqa: RUF009 (setting() returns a field)
+        {}, Map(), "extra settings of every confluent-kafka client (security.protocol, sasl.*)")
+    partitions: int = setting(
+        2, PositiveInt(), "partitions of the topics Tideline creates", unit="partitions")
+
+
+@dataclass(frozen=True)
+class SparkSettings:
+    master: str = setting("local[*]", Text(), "Spark master URL (spark://host:7077, k8s://...)")
+    conf: dict[str, Any] = setting({}, Map(), "extra Spark settings")  # noqa: RUF009
+
+
+@dataclass(frozen=True)
+class LakeSettings:
+    root: str = setting("./lake", Text(), "root URI of the Delta tables (path or object store)")
+    checkpoints: str = setting(
+        None, Text(optional=True), "Spark checkpoint root, one folder per job "
+        "(default: <lake.root>/_checkpoints)")
+    snapshots: str = setting(
+        None, Text(optional=True), "where ramp snapshots are published "
+        "(default: <lake.root>/ramp_snapshots)")
+
+    @classmethod
+    def finish(cls, values: dict[str, Any], done: dict[str, Any]) -> dict[str, Any]:
+        root = values["root"].rstrip("/")
+        values["checkpoints"] = values["checkpoints"] or f"{root}/_checkpoints"
+        values["snapshots"] = values["snapshots"] or f"{root}/ramp_snapshots"
+        return values
+
+    def table(self, name: str) -> str:
+        """URI of the Delta table `name` under the lake root."""
+        return f"{self.root.rstrip('/')}/{name}"
+
+    def checkpoint(self, job: str) -> str:
+        """Spark checkpoint folder of one job."""
+        return f"{self.checkpoints.rstrip('/')}/{job}"
+
+
+@dataclass(frozen=True)
+class JobSettings:
+    trigger_ms: int = setting("1s", Duration(), "micro-batch trigger interval of every job")
+    max_records_per_trigger: int = setting(
+        200_000, PositiveInt(), "at most this many Kafka records per micro-batch",
+        unit="records")
+    snapshot_refresh_ms: int = setting(
+        "10s", Duration(minimum=1), "how often filter_activations looks for a new ramp snapshot")
+    compact_every_batches: int = setting(
+        50, PositiveInt(), "compact a job's Delta tables every this many batches",
+        unit="batches")
+    idle_timeout_ms: int = setting(
+        "30s", Duration(minimum=1),
+        "a topic with no new records for this long stops holding the others back")
