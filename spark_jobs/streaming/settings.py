@@ -19,7 +19,7 @@ class KafkaSettings:
     bootstrap: str = setting(
         f"127.0.0.1:{EMBEDDED_BROKER_PORT}", Text(form="host:port[,host:port...]"),
         "bootstrap servers (default: the embedded broker)")
-    client: dict[str, Any] = setting(  # noqa: RUF009 (setting() returns a field)
+    client: dict[str, Any] = setting(
         {}, Map(), "extra settings of every confluent-kafka client (security.protocol, sasl.*)")
     partitions: int = setting(
         2, PositiveInt(), "partitions of the topics Tideline creates", unit="partitions")
@@ -28,7 +28,7 @@ class KafkaSettings:
 @dataclass(frozen=True)
 class SparkSettings:
     master: str = setting("local[*]", Text(), "Spark master URL (spark://host:7077, k8s://...)")
-    conf: dict[str, Any] = setting({}, Map(), "extra Spark settings")  # noqa: RUF009
+    conf: dict[str, Any] = setting({}, Map(), "extra Spark settings")
 
 
 @dataclass(frozen=True)

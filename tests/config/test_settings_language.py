@@ -138,7 +138,7 @@ def test_settings_names_callers_import_stay_importable():
 class ToySettings:
     flush_ms: int = setting("5s", Duration(minimum=1), "how often toys are flushed")
     colours: tuple[str, ...] = setting(["red"], Names(noun="colours"), "toy colours")
-    extra: dict[str, Any] = setting({}, Map(), "passed through")  # noqa: RUF009
+    extra: dict[str, Any] = setting({}, Map(), "passed through")
 
     @classmethod
     def finish(cls, values: dict[str, Any], done: dict[str, Any]) -> dict[str, Any]:
