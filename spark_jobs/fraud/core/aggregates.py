@@ -1,5 +1,9 @@
 """Aggregator functions and limit operators of a rule, in exact decimal arithmetic.
 
+Each aggregator function is one entry of `Aggregator`, declaring every way a window can
+answer it; windows ask the entry and rule parsing accepts exactly its names, so adding a
+function is one entry here (and its test).
+
 Money must not be summed in binary floating point, so every value is a `Decimal` and sums are
 computed in a context wide enough never to round. AVG is the one operation that cannot always
 be exact (1/3); it divides the exact sum by the count with 34 significant digits (IEEE
@@ -21,7 +25,7 @@ from decimal import (
     localcontext,
 )
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol
 
 COUNT_FLINK = "COUNT_FLINK"
 COUNT_WITH_RESET_FLINK = "COUNT_WITH_RESET_FLINK"
@@ -33,13 +37,6 @@ ONE = Decimal(1)
 # Addition with unlimited precision is exact; AVG's division is rounded to decimal128.
 EXACT = Context(prec=MAX_PREC, Emax=MAX_EMAX, Emin=MIN_EMIN)
 AVG_CONTEXT = Context(prec=34, rounding=ROUND_HALF_EVEN, Emax=MAX_EMAX, Emin=MIN_EMIN)
-
-
-class Aggregator(StrEnum):
-    SUM = "SUM"
-    AVG = "AVG"
-    MIN = "MIN"
-    MAX = "MAX"
 
 
 class Operator(StrEnum):
@@ -87,17 +84,80 @@ def average(total: Decimal, count: int) -> Decimal:
     return AVG_CONTEXT.divide(total, Decimal(count))
 
 
+class Summary(Protocol):
+    """The values in a bucketed window's buckets, as far as the exact sum, count, minimum and
+    maximum each bucket keeps tell them."""
+
+    def total(self) -> Decimal: ...
+
+    def count(self) -> int: ...
+
+    def minimum(self) -> Decimal: ...
+
+    def maximum(self) -> Decimal: ...
+
+
+def _total(total: Decimal, count: int) -> Decimal:
+    return total
+
+
+def _mean(values: Sequence[Decimal]) -> Decimal:
+    return average(exact_sum(values), len(values))
+
+
+def _of_total_and_count(of_sums: Callable[[Decimal, int], Decimal]) -> Callable[[Summary], Decimal]:
+    def of_buckets(buckets: Summary) -> Decimal:
+        return of_sums(buckets.total(), buckets.count())
+
+    return of_buckets
+
+
+class Aggregator(StrEnum):
+    """The aggregator functions of a rule (`aggregatorFunctionType`), one entry each.
+
+    After its name, an entry says how the aggregate follows
+    1. from the window's exact values (a non-empty list, oldest first): `of_values`;
+    2. from their exact total and count, or None when these do not determine it: `of_sums`.
+       An exact window with many entries then answers from running sums instead of adding
+       its entries up;
+    3. from the `Summary` of a bucketed window's buckets (`fraud.bucket` > 0): `of_buckets`,
+       which defaults to `of_sums` of the buckets' total and count.
+    A function that the buckets' (sum, count, min, max) do not determine (FIRST, a distinct
+    count) needs another bucket column: a change of the stored state, not one more entry.
+    """
+
+    of_values: Callable[[Sequence[Decimal]], Decimal]
+    of_sums: Callable[[Decimal, int], Decimal] | None
+    of_buckets: Callable[[Summary], Decimal]
+
+    #     name   of_values  of_sums  of_buckets
+    SUM = "SUM", exact_sum, _total
+    AVG = "AVG", _mean,     average
+    MIN = "MIN", min,       None,    lambda buckets: buckets.minimum()
+    MAX = "MAX", max,       None,    lambda buckets: buckets.maximum()
+
+    def __new__(
+        cls,
+        name: str,
+        of_values: Callable[[Sequence[Decimal]], Decimal],
+        of_sums: Callable[[Decimal, int], Decimal] | None = None,
+        of_buckets: Callable[[Summary], Decimal] | None = None,
+    ) -> Aggregator:
+        member = str.__new__(cls, name)
+        member._value_ = name
+        member.of_values = of_values
+        member.of_sums = of_sums
+        if of_buckets is None:
+            if of_sums is None:
+                raise TypeError(f"aggregator {name} must say how it follows from the buckets")
+            of_buckets = _of_total_and_count(of_sums)
+        member.of_buckets = of_buckets
+        return member
+
+
 def aggregate(aggregator: Aggregator, values: Sequence[Decimal]) -> Decimal | None:
     """The aggregate of the window's values; None for an empty window (which never alerts)."""
-    if not values:
-        return None
-    if aggregator is Aggregator.SUM:
-        return exact_sum(values)
-    if aggregator is Aggregator.AVG:
-        return average(exact_sum(values), len(values))
-    if aggregator is Aggregator.MIN:
-        return min(values)
-    return max(values)
+    return aggregator.of_values(values) if values else None
 
 
 def field_value(fields: Mapping[str, Any], field: str) -> Decimal | None:

@@ -6,8 +6,11 @@ window is found with two binary searches and expiry is a prefix cut:
 - `ExactWindow` keeps one (eventTime, value) entry per transaction: exact bounds
   `T - w <= eventTime <= T`, equal timestamps all counted.
 - `BucketWindow` is the seed's pre-aggregation: event times and window starts are floored to
-  the bucket, and each bucket keeps (sum, count, min, max), enough for every aggregator, so
-  the state grows with the number of buckets instead of transactions.
+  the bucket, and each bucket keeps (sum, count, min, max), the `Summary` every aggregator
+  answers from, so the state grows with the number of buckets instead of transactions.
+
+Neither knows the aggregator functions: each window asks the `Aggregator` entry how to answer
+from what it keeps.
 
 Only values are kept (the seed's "event pruning"): the rule's field of each transaction, or a
 1 for the COUNT_* fields. `state()` is plain data, lists of ints and of decimal strings, the
@@ -25,7 +28,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any, Protocol
 
-from spark_jobs.fraud.core.aggregates import EXACT, ZERO, Aggregator, aggregate, average, exact_sum
+from spark_jobs.fraud.core.aggregates import EXACT, ZERO, Aggregator, exact_sum
 
 
 class Window(Protocol):
@@ -58,11 +61,12 @@ class Window(Protocol):
 class ExactWindow:
     """Individual (eventTime, value) entries as two parallel sorted lists.
 
-    SUM and AVG over a long window (a hot key's) come from running sums kept beside the
-    entries (built on first use, extended on appends, rebuilt after an insert in the middle),
-    so evaluating a transaction costs a subtraction and a scan of small ints (the exponents)
-    instead of re-adding every entry as a Decimal. The
-    running sums are exact (unlimited precision) and only in memory: `state()` is unchanged.
+    An aggregator that follows from the total and count (SUM, AVG: `Aggregator.of_sums`)
+    comes, over a long window (a hot key's), from running sums kept beside the entries (built
+    on first use, extended on appends, rebuilt after an insert in the middle), so evaluating
+    a transaction costs a subtraction and a scan of small ints (the exponents) instead of
+    re-adding every entry as a Decimal. The running sums are exact (unlimited precision) and
+    only in memory: `state()` is unchanged.
     The difference is given the exponent the plain sum would have (the smallest of 0 and the
     window's values'), so 2.50 + 1.5 still reads 4.00, whatever came before the window.
     """
@@ -127,15 +131,18 @@ class ExactWindow:
     def aggregate(self, aggregator: Aggregator, event_time: int, window_ms: int) -> Decimal | None:
         start = bisect_left(self.times, event_time - window_ms)
         end = bisect_right(self.times, event_time, lo=start)
-        if end - start >= RUNNING_SUMS_FROM and aggregator in _SUMMED:
+        of_sums = aggregator.of_sums
+        if end - start >= RUNNING_SUMS_FROM and of_sums is not None:
             prefix = self._running_sums()
             before = prefix[start - 1] if start else self._base
             exponent = min(0, min(self._exponents[start:end]))  # sum() starts from 0
             total = EXACT.subtract(prefix[end - 1], before).quantize(
                 _UNIT[exponent] if exponent in _UNIT else Decimal((0, (1,), exponent)),
                 context=EXACT)
-            return total if aggregator is Aggregator.SUM else average(total, end - start)
-        return aggregate(aggregator, list(map(Decimal, self.values[start:end])))
+            return of_sums(total, end - start)
+        if start == end:
+            return None
+        return aggregator.of_values(list(map(Decimal, self.values[start:end])))
 
     def expire(self, earliest_event_time: int, window_ms: int) -> bool:
         cut = bisect_left(self.times, earliest_event_time - window_ms)
@@ -183,7 +190,6 @@ class ExactWindow:
 
 
 RUNNING_SUMS_FROM = 16  # entries in the window; shorter ones are simply added up
-_SUMMED = frozenset({Aggregator.SUM, Aggregator.AVG})
 _UNIT = {e: Decimal((0, (1,), e)) for e in range(-12, 4)}
 
 
@@ -238,14 +244,7 @@ class BucketWindow:
         end = bisect_right(self.starts, self.floor(event_time), lo=start)
         if start == end:
             return None
-        if aggregator is Aggregator.SUM:
-            return exact_sum(list(map(Decimal, self.sums[start:end])))
-        if aggregator is Aggregator.AVG:
-            total = exact_sum(list(map(Decimal, self.sums[start:end])))
-            return average(total, sum(self.counts[start:end]))
-        if aggregator is Aggregator.MIN:
-            return min(map(Decimal, self.mins[start:end]))
-        return max(map(Decimal, self.maxs[start:end]))
+        return aggregator.of_buckets(_Buckets(self, start, end))
 
     def expire(self, earliest_event_time: int, window_ms: int) -> bool:
         cut = bisect_left(self.starts, self.floor(earliest_event_time - window_ms))
@@ -262,6 +261,27 @@ class BucketWindow:
 
     def state(self) -> tuple[list[int], list[str], list[int], list[str], list[str]]:
         return (self.starts, self.sums, self.counts, self.mins, self.maxs)
+
+
+class _Buckets:
+    """The `Summary` of buckets [start, end) of a BucketWindow, combined on demand."""
+
+    __slots__ = ("end", "start", "window")
+
+    def __init__(self, window: BucketWindow, start: int, end: int) -> None:
+        self.window, self.start, self.end = window, start, end
+
+    def total(self) -> Decimal:
+        return exact_sum(list(map(Decimal, self.window.sums[self.start:self.end])))
+
+    def count(self) -> int:
+        return sum(self.window.counts[self.start:self.end])
+
+    def minimum(self) -> Decimal:
+        return min(map(Decimal, self.window.mins[self.start:self.end]))
+
+    def maximum(self) -> Decimal:
+        return max(map(Decimal, self.window.maxs[self.start:self.end]))
 
 
 def window_loader(bucket_ms: int) -> Callable[[Any], Window]:

@@ -1,0 +1,85 @@
+"""Every `Aggregator` entry, whatever its name, is answered alike by every window: from the
+exact values, from running sums over a long exact window, and from bucket summaries. A new
+entry is checked here without a line of test; its own expected values go with the others in
+test_fraud_rules.py."""
+
+from __future__ import annotations
+
+import json
+import random
+from decimal import Decimal
+
+import pytest
+
+from spark_jobs.fraud.core.aggregates import Aggregator, aggregate
+from spark_jobs.fraud.core.rules import RuleError, parse_rule
+from spark_jobs.fraud.core.windows import RUNNING_SUMS_FROM, BucketWindow, ExactWindow
+
+TEXTS = ["30", "21.5", "0.125", "1E+2", "7.10", "-3.25", "1000000000000.01", "0", "3", "3.0"]
+
+
+def entries(seed: int, count: int = 400) -> list[tuple[int, Decimal]]:
+    """(eventTime, value) in arrival order: mostly increasing, some out of order, ties."""
+    rng = random.Random(seed)
+    now, out = 0, []
+    for _ in range(count):
+        now += rng.randint(0, 12)
+        at = now - (rng.randint(0, 60) if rng.random() < 0.2 else 0)
+        out.append((at, Decimal(rng.choice(TEXTS))))
+    return out
+
+
+def inside(seen: list[tuple[int, Decimal]], low: int, high: int) -> list[Decimal]:
+    """The values with low <= eventTime <= high, oldest first (ties in arrival order)."""
+    return [v for t, v in sorted(seen, key=lambda e: e[0]) if low <= t <= high]
+
+
+def same(got: Decimal | None, expected: Decimal | None) -> bool:
+    return (str(got), got) == (str(expected), expected)
+
+
+@pytest.mark.parametrize("aggregator", list(Aggregator))
+@pytest.mark.parametrize("seed", range(3))
+def test_exact_windows_short_and_long_equal_the_aggregate_of_their_values(aggregator, seed):
+    window, seen, long_windows = ExactWindow(), [], 0
+    for step, (at, value) in enumerate(entries(seed)):
+        window.add(at, value)
+        seen.append((at, value))
+        end, span = at + step % 7, (10, 100, 1_000)[step % 3]
+        values = inside(seen, end - span, end)
+        long_windows += len(values) >= RUNNING_SUMS_FROM
+        assert same(window.aggregate(aggregator, end, span), aggregate(aggregator, values)), step
+    assert long_windows > 100
+
+
+@pytest.mark.parametrize("aggregator", list(Aggregator))
+@pytest.mark.parametrize("bucket_ms", [1, 10, 60])
+def test_bucket_summaries_equal_the_aggregate_of_their_buckets_values(aggregator, bucket_ms):
+    window, seen = BucketWindow(bucket_ms), []
+    for step, (at, value) in enumerate(entries(bucket_ms)):
+        window.add(at, value)
+        floored = at - at % bucket_ms
+        seen.append((floored, value))
+        end, span = at + step % 7, (10, 100, 1_000)[step % 3]
+        values = inside(seen, window.floor(end - span), window.floor(end))
+        assert same(window.aggregate(aggregator, end, span), aggregate(aggregator, values)), step
+
+
+@pytest.mark.parametrize("aggregator", list(Aggregator))
+def test_empty_windows_have_no_aggregate(aggregator):
+    assert ExactWindow().aggregate(aggregator, 0, 10) is None
+    assert BucketWindow(10).aggregate(aggregator, 0, 10) is None
+
+
+def test_rules_accept_exactly_the_entries():
+    def parsed(name: str) -> Aggregator:
+        return parse_rule(json.dumps({
+            "ruleId": 1, "ruleState": "ACTIVE", "groupingKeyNames": [],
+            "aggregateFieldName": "x", "aggregatorFunctionType": name,
+            "limitOperatorType": ">", "limit": 1, "windowMinutes": 1,
+        })).aggregator
+
+    assert [parsed(a.value) for a in Aggregator] == list(Aggregator)
+    names = ", ".join(a.value for a in Aggregator)
+    with pytest.raises(RuleError, match=f"expected one of {names}\\)$"):
+        parsed("MEDIAN")
