@@ -42,7 +42,7 @@ EXPERIMENT_METRICS = Table(
         Column("volume", LONG),
         Column("propensity", LONG),
         Column("volume_sum_squares", LONG),
-        Column("updated_at", TIMESTAMP),  # stamped by the writer, not computed
+        Column("updated_at", TIMESTAMP),  # stamped by the writer, not computed; kept last
     ),
     primary_key=("experiment_hash", "experiment_group", "period_start", "event_type",
                  "window_end"),

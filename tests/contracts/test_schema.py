@@ -112,3 +112,21 @@ def test_spark_parses_the_ddl_into_the_declared_schema(spark):
                   training_samples(("like", "share"))):
         parsed = spark.createDataFrame([], table.ddl(not_null=True)).schema
         assert parsed == table.spark_schema(), table.name
+
+
+@pytest.mark.spark
+def test_the_ddl_serves_as_an_apply_in_pandas_return_type(spark):
+    """As the recomputation uses it (quoted names included)."""
+    import pandas as pd
+
+    from spark_jobs.contracts.tables import VALIDATION_RESULTS
+
+    table = VALIDATION_RESULTS.select("case", "check", "evaluated")
+
+    def rows(_: pd.DataFrame) -> pd.DataFrame:
+        return pd.DataFrame([["c", "k", 3]], columns=["case", "check", "evaluated"])
+
+    out = spark.createDataFrame([(1,)], "g long").groupBy("g").applyInPandas(rows, table.ddl())
+    assert [tuple(r) for r in out.collect()] == [("c", "k", 3)]
+    assert [(f.name, f.dataType) for f in out.schema] == [
+        (f.name, f.dataType) for f in table.spark_schema()]

@@ -303,3 +303,5 @@ def test_metric_rows_carry_every_computed_column():
     and not computed (or the other way round) fails here, not at the first write."""
     computed = EXPERIMENT_METRICS.drop("updated_at").column_names
     assert tuple(MetricRow.__dataclass_fields__) == computed
+    # the writers take every column but the last as the computed row
+    assert EXPERIMENT_METRICS.column_names[-1] == "updated_at"
