@@ -15,28 +15,12 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from spark_jobs.contracts.tables import TABLE_VALIDATION_RESULTS
+from spark_jobs.contracts.tables import TABLE_VALIDATION_RESULTS, VALIDATION_RESULTS
 from spark_jobs.settings import Settings
 from spark_jobs.streaming.lake.delta import read_arrow, table_exists, upsert_rows
 
-RESULT_KEY = ("run_id", "logical_date", "case", "check")
-RESULTS_SCHEMA = pa.schema(
-    [
-        pa.field("run_id", pa.string(), nullable=False),
-        pa.field("logical_date", pa.date32(), nullable=False),
-        pa.field("case", pa.string(), nullable=False),
-        pa.field("check", pa.string(), nullable=False),
-        pa.field("success", pa.bool_(), nullable=False),
-        pa.field("evaluated", pa.int64(), nullable=False),
-        pa.field("unexpected", pa.int64(), nullable=False),
-        pa.field("max_drift", pa.float64()),
-        pa.field("worst", pa.string()),
-        pa.field("details", pa.string()),
-        pa.field("data_docs", pa.string()),
-        pa.field("run_url", pa.string()),
-        pa.field("validated_at", pa.timestamp("us", tz="UTC"), nullable=False),
-    ]
-)
+RESULT_KEY = VALIDATION_RESULTS.primary_key
+RESULTS_SCHEMA = VALIDATION_RESULTS.arrow_schema()
 
 
 @dataclass

@@ -15,21 +15,14 @@ from datetime import UTC, datetime
 import numpy as np
 import pyarrow as pa
 
-from spark_jobs.contracts.tables import TABLE_EXPERIMENT_METRICS
+from spark_jobs.contracts.tables import EXPERIMENT_METRICS, TABLE_EXPERIMENT_METRICS
 from spark_jobs.experiments.admin.metadata import add_ramps
 from spark_jobs.experiments.core.periods import RampRow
 from spark_jobs.settings import Settings
 from spark_jobs.streaming.lake.delta import upsert_rows
 
-PRIMARY_KEY = ["experiment_hash", "experiment_group", "period_start", "event_type", "window_end"]
 START_MS = 1_767_225_600_000  # 2026-01-01T00:00Z
-SCHEMA = pa.schema([
-    ("experiment_hash", pa.string()), ("experiment_group", pa.string()),
-    ("period_start", pa.int64()), ("event_type", pa.string()), ("window_end", pa.int64()),
-    ("is_control", pa.bool_()), ("triggered_users", pa.int64()), ("volume", pa.int64()),
-    ("propensity", pa.int64()), ("volume_sum_squares", pa.int64()),
-    ("updated_at", pa.timestamp("us", tz="UTC")),
-])
+SCHEMA = EXPERIMENT_METRICS.arrow_schema()
 
 
 @dataclass(frozen=True)
@@ -90,7 +83,7 @@ def write_metrics(settings: Settings, experiments=KNOWN_EFFECTS, seed: int = 1,
     tables = [metric_rows(e, window_ms, seed + i, start_ms, windows)
               for i, e in enumerate(experiments)]
     upsert_rows(settings.lake.table(TABLE_EXPERIMENT_METRICS), pa.concat_tables(tables),
-                PRIMARY_KEY)
+                EXPERIMENT_METRICS.primary_key)
     if not ramps:
         return
     add_ramps(settings.metadata.url, [

@@ -7,6 +7,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from spark_jobs.contracts.tables import training_samples
 from spark_jobs.samples.shadow.compare import (
     DIFFERS,
     EXTRA_IN_STREAMING,
@@ -15,10 +16,13 @@ from spark_jobs.samples.shadow.compare import (
     compare_schemas,
     differing_fields,
     in_period,
-    sample_schema,
 )
 
 SIGNALS = ("like", "share", "comment")
+
+
+def sample_schema(signals) -> pa.Schema:
+    return training_samples(signals).arrow_schema()
 
 
 def _sample(view_id: str, ts: int = 1000, context: str = '{"a":1,"b":[1,2]}',

@@ -186,12 +186,13 @@ def test_shuffled_traffic_killed_job_equals_the_batch_recomputation(
 def test_a_table_written_with_other_signals_fails_at_start(make_settings):
     import pytest
 
-    from spark_jobs.samples.jobs.training_samples import TrainingSamplesSink, sample_schema
+    from spark_jobs.contracts.tables import training_samples
+    from spark_jobs.samples.jobs.training_samples import TrainingSamplesSink
     from spark_jobs.settings import ConfigError
     from spark_jobs.streaming.lake.delta import append_rows
 
     settings = make_settings()
-    old = sample_schema(("like", "share"))
+    old = training_samples(("like", "share")).arrow_schema()
     append_rows(settings.lake.table(TABLE_TRAINING_SAMPLES), old.empty_table())
     with pytest.raises(ConfigError, match=r"samples.signals .* differ from the labels"):
         TrainingSamplesSink(settings)

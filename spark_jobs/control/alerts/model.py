@@ -15,24 +15,9 @@ from typing import Any
 
 import pyarrow as pa
 
-ALERTS_SCHEMA = pa.schema(
-    [
-        pa.field("alert_id", pa.string(), nullable=False),
-        pa.field("created_at", pa.timestamp("us", tz="UTC"), nullable=False),
-        pa.field("source", pa.string(), nullable=False),
-        pa.field("kind", pa.string(), nullable=False),
-        pa.field("summary", pa.string(), nullable=False),
-        pa.field("experiment_hash", pa.string()),
-        pa.field("experiment_group", pa.string()),
-        pa.field("window_end", pa.int64()),
-        pa.field("metric", pa.string()),
-        pa.field("observed", pa.float64()),
-        pa.field("threshold", pa.float64()),
-        pa.field("run_url", pa.string()),
-        pa.field("details", pa.string()),
-        pa.field("channels", pa.string()),
-    ]
-)
+from spark_jobs.contracts.tables import ALERTS
+
+ALERTS_SCHEMA = ALERTS.arrow_schema()
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,11 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from spark_jobs.contracts.tables import TABLE_DEAD_LETTERS, TABLE_EXPERIMENT_METRICS
+from spark_jobs.contracts.tables import (
+    EXPERIMENT_METRICS,
+    TABLE_DEAD_LETTERS,
+    TABLE_EXPERIMENT_METRICS,
+)
 from spark_jobs.contracts.topics import TOPIC_FILTERED_ACTIVATIONS, TOPIC_FILTERED_EVENTS
 from spark_jobs.experiments.core.group_windows import GroupWindows, MetricRow
 from spark_jobs.experiments.core.user_metrics import Delta, MetricParams
@@ -43,22 +47,8 @@ from spark_jobs.streaming.lake.delta import (
 )
 
 NAME = "experiment_metrics"
-PRIMARY_KEY = ("experiment_hash", "experiment_group", "period_start", "event_type", "window_end")
-METRICS_SCHEMA = pa.schema(
-    [
-        pa.field("experiment_hash", pa.string(), nullable=False),
-        pa.field("experiment_group", pa.string(), nullable=False),
-        pa.field("period_start", pa.int64(), nullable=False),
-        pa.field("event_type", pa.string(), nullable=False),
-        pa.field("window_end", pa.int64(), nullable=False),
-        pa.field("is_control", pa.bool_()),
-        pa.field("triggered_users", pa.int64()),
-        pa.field("volume", pa.int64()),
-        pa.field("propensity", pa.int64()),
-        pa.field("volume_sum_squares", pa.int64()),
-        pa.field("updated_at", pa.timestamp("us", tz="UTC")),
-    ]
-)
+PRIMARY_KEY = EXPERIMENT_METRICS.primary_key
+METRICS_SCHEMA = EXPERIMENT_METRICS.arrow_schema()
 _INPUT_COLUMNS = (
     "user_id", "source", "event_type", "experiment_hash", "experiment_group",
     "group_ramp_time", "is_control", "ts", "kafka_topic", "kafka_partition", "kafka_offset",

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -22,7 +21,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from spark_jobs.contracts.tables import TABLE_RAW_ACTIVATIONS
+from spark_jobs.contracts.tables import RAW_ACTIVATIONS, TABLE_RAW_ACTIVATIONS
 from spark_jobs.contracts.topics import TOPIC_ACTIVATIONS, TOPIC_FILTERED_ACTIVATIONS
 from spark_jobs.experiments.admin.snapshot import SnapshotWatcher, read_snapshot
 from spark_jobs.settings import Settings
@@ -33,20 +32,7 @@ NAME = "filter_activations"
 FILTERED_FIELDS = (
     "user_id", "experiment_hash", "experiment_group", "ts", "group_ramp_time", "is_control",
 )
-RAW_ACTIVATION_SCHEMA = pa.schema(
-    [
-        pa.field("user_id", pa.int64()),
-        pa.field("experiment_hash", pa.string()),
-        pa.field("experiment_group", pa.string()),
-        pa.field("ts", pa.int64()),
-        pa.field("group_ramp_time", pa.int64()),
-        pa.field("is_control", pa.bool_()),
-        pa.field("topic", pa.string()),
-        pa.field("partition", pa.int32()),
-        pa.field("offset", pa.int64()),
-        pa.field("kafka_timestamp", pa.int64()),
-    ]
-)
+RAW_ACTIVATION_SCHEMA = RAW_ACTIVATIONS.arrow_schema()
 SNAPSHOT_SCHEMA = StructType(
     [
         StructField("s_experiment_hash", StringType(), False),

@@ -8,11 +8,10 @@ daily batch recomputation. Undecodable and late records go to `dead_letters`.
 
 from __future__ import annotations
 
-import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from spark_jobs.contracts.tables import TABLE_RAW_EVENTS
+from spark_jobs.contracts.tables import RAW_EVENTS, TABLE_RAW_EVENTS
 from spark_jobs.contracts.topics import TOPIC_EVENTS, TOPIC_FILTERED_EVENTS
 from spark_jobs.experiments.processors.cap_processor import CAPPED_EVENT_SCHEMA, HourlyCapProcessor
 from spark_jobs.settings import Settings
@@ -22,17 +21,7 @@ from spark_jobs.streaming.kafka.source import read_topic
 
 NAME = "filter_events"
 FILTERED_FIELDS = ("user_id", "event_type", "ts")
-RAW_EVENT_SCHEMA = pa.schema(
-    [
-        pa.field("user_id", pa.int64()),
-        pa.field("event_type", pa.string()),
-        pa.field("ts", pa.int64()),
-        pa.field("topic", pa.string()),
-        pa.field("partition", pa.int32()),
-        pa.field("offset", pa.int64()),
-        pa.field("kafka_timestamp", pa.int64()),
-    ]
-)
+RAW_EVENT_SCHEMA = RAW_EVENTS.arrow_schema()
 
 
 def build(spark: SparkSession, settings: Settings) -> DataFrame:

@@ -21,6 +21,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from spark_jobs.contracts.tables import RAW_ACTIVATIONS, RAW_EVENTS
 from spark_jobs.experiments.core.periods import Period
 
 GROUP_PERIOD = ("experiment_hash", "experiment_group", "period_start")
@@ -29,21 +30,10 @@ DELTA_COLUMNS = (
     "triggered", "volume", "propensity", "sum_squares",
 )
 # Only the columns the recomputation reads; a missing table reads as empty with these.
-RAW_EVENT_COLUMNS = StructType(
-    [
-        StructField("user_id", LongType()),
-        StructField("event_type", StringType()),
-        StructField("ts", LongType()),
-    ]
-)
-RAW_ACTIVATION_COLUMNS = StructType(
-    [
-        StructField("user_id", LongType()),
-        StructField("experiment_hash", StringType()),
-        StructField("experiment_group", StringType()),
-        StructField("ts", LongType()),
-    ]
-)
+RAW_EVENT_COLUMNS = RAW_EVENTS.select("user_id", "event_type", "ts").spark_schema()
+RAW_ACTIVATION_COLUMNS = RAW_ACTIVATIONS.select(
+    "user_id", "experiment_hash", "experiment_group", "ts"
+).spark_schema()
 PERIOD_SCHEMA = StructType(
     [
         StructField("experiment_hash", StringType(), False),

@@ -21,7 +21,12 @@ import pandas as pd
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
-from spark_jobs.contracts.tables import TABLE_BATCH_METRICS, TABLE_RAW_ACTIVATIONS, TABLE_RAW_EVENTS
+from spark_jobs.contracts.tables import (
+    BATCH_EXPERIMENT_METRICS,
+    TABLE_BATCH_METRICS,
+    TABLE_RAW_ACTIVATIONS,
+    TABLE_RAW_EVENTS,
+)
 from spark_jobs.experiments.admin.metadata import read_ramps
 from spark_jobs.experiments.core.batch_metrics import (
     day_bounds_ms,
@@ -30,7 +35,6 @@ from spark_jobs.experiments.core.batch_metrics import (
 )
 from spark_jobs.experiments.core.periods import periods
 from spark_jobs.experiments.core.user_metrics import Delta
-from spark_jobs.experiments.jobs.experiment_metrics import METRICS_SCHEMA, PRIMARY_KEY
 from spark_jobs.experiments.recompute.deltas import (
     GROUP_PERIOD,
     RAW_ACTIVATION_COLUMNS,
@@ -42,12 +46,11 @@ from spark_jobs.settings import ExperimentSettings, Settings
 from spark_jobs.streaming.lake.delta import read_spark, replace_slice_once, transaction_version
 
 APP_ID_PREFIX = "batch_recompute"
-ROW_COLUMNS = METRICS_SCHEMA.names[:-1]  # all but updated_at, which the driver stamps
-ROW_DDL = (
-    "experiment_hash string, experiment_group string, period_start long, event_type string, "
-    "window_end long, is_control boolean, triggered_users long, volume long, propensity long, "
-    "volume_sum_squares long"
-)
+PRIMARY_KEY = BATCH_EXPERIMENT_METRICS.primary_key
+METRICS_SCHEMA = BATCH_EXPERIMENT_METRICS.arrow_schema()
+_ROW = BATCH_EXPERIMENT_METRICS.drop("updated_at")  # the driver stamps updated_at
+ROW_COLUMNS = _ROW.column_names
+ROW_DDL = _ROW.ddl()
 
 
 def group_period_rows(

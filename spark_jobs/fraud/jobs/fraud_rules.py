@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from spark_jobs.contracts.tables import TABLE_DEAD_LETTERS, TABLE_FRAUD_ALERTS
+from spark_jobs.contracts.tables import FRAUD_ALERTS, TABLE_DEAD_LETTERS, TABLE_FRAUD_ALERTS
 from spark_jobs.contracts.topics import (
     TOPIC_CURRENT_RULES,
     TOPIC_FRAUD_ALERTS,
@@ -41,22 +41,7 @@ from spark_jobs.streaming.kafka.producer import Publisher, produce_all
 from spark_jobs.streaming.kafka.source import read_topic
 
 NAME = "fraud_rules"
-FRAUD_ALERTS_SCHEMA = pa.schema(
-    [
-        pa.field("rule_id", pa.int64()),
-        pa.field("grouping_key", pa.string()),
-        pa.field("aggregate", pa.string()),  # exact decimal text, as in the alert message
-        pa.field("limit", pa.string()),
-        pa.field("transaction_id", pa.string()),
-        pa.field("event_time", pa.int64()),
-        pa.field("alert_time", pa.int64()),
-        pa.field("alert", pa.string()),  # the message published to the alerts topic
-        pa.field("topic", pa.string()),
-        pa.field("partition", pa.int32()),
-        pa.field("offset", pa.int64()),
-        pa.field("kafka_timestamp", pa.int64()),
-    ]
-)
+FRAUD_ALERTS_SCHEMA = FRAUD_ALERTS.arrow_schema()
 ARRIVAL = [("kafka_timestamp", "ascending"), ("topic", "ascending"),
            ("partition", "ascending"), ("offset", "ascending")]
 

@@ -20,13 +20,15 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from spark_jobs.contracts.tables import (
+    ORPHAN_ENGAGEMENTS,
     TABLE_DEAD_LETTERS,
     TABLE_ORPHAN_ENGAGEMENTS,
     TABLE_TRAINING_SAMPLES,
+    TRAINING_SAMPLES,
+    training_samples,
 )
 from spark_jobs.contracts.topics import TOPIC_ENGAGEMENTS, TOPIC_TRAINING_SAMPLES, TOPIC_VIEWS
 from spark_jobs.samples.core.joiner import JoinParameters
-from spark_jobs.samples.core.tables import ORPHAN_SCHEMA, sample_schema
 from spark_jobs.samples.encoding.sample_avro import SampleEncoder
 from spark_jobs.samples.processors.join_processor import (
     KIND_DEAD,
@@ -44,7 +46,8 @@ from spark_jobs.streaming.kafka.source import read_topic
 from spark_jobs.streaming.lake.delta import insert_new_once, table_exists
 
 NAME = "training_samples"
-SAMPLE_FIELDS = ("sample_id", "view_id", "user_id", "post_id", "ts", "context", "labels")
+SAMPLE_FIELDS = TRAINING_SAMPLES.column_names
+ORPHAN_SCHEMA = ORPHAN_ENGAGEMENTS.arrow_schema()
 METRICS = "training_samples"  # name of the observed metrics in the query progress
 def join_parameters(settings: Settings) -> JoinParameters:
     return JoinParameters(settings.samples.window_ms, settings.samples.signals)
@@ -93,7 +96,7 @@ class TrainingSamplesSink:
         self.outputs = BatchOutputs(settings, NAME)
         samples = settings.samples
         self.encoder = SampleEncoder(samples.signals, defaults={"window_ms": samples.window_ms})
-        self.schema = sample_schema(samples.signals)
+        self.schema = training_samples(samples.signals).arrow_schema()
         self._check_table_labels()
         self._producer: Producer | None = None
 
@@ -135,8 +138,8 @@ class TrainingSamplesSink:
                                 orphans.select(ORPHAN_SCHEMA.names).cast(ORPHAN_SCHEMA), batch_id)
         if table.num_rows:  # a batch without outputs needs no marker: its replay sends nothing
             insert_new_once(self.outputs.table_uri(TABLE_TRAINING_SAMPLES),
-                            samples.cast(self.schema), ["sample_id"], self.outputs.app_id,
-                            batch_id)
+                            samples.cast(self.schema), TRAINING_SAMPLES.primary_key,
+                            self.outputs.app_id, batch_id)
         self.outputs.maybe_compact(
             batch_id, (TABLE_TRAINING_SAMPLES, TABLE_ORPHAN_ENGAGEMENTS, TABLE_DEAD_LETTERS))
 

@@ -16,9 +16,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from spark_jobs.samples.core.tables import sample_schema
+from spark_jobs.contracts.tables import TRAINING_SAMPLES, training_samples
 
-SCALAR_FIELDS = ("view_id", "user_id", "post_id", "ts", "context")
+# Compared as they are; sample_id pairs the samples, labels are compared field by field.
+SCALAR_FIELDS = TRAINING_SAMPLES.drop("sample_id", "labels").column_names
 MISSING_IN_STREAMING = "missing_in_streaming"
 EXTRA_IN_STREAMING = "extra_in_streaming"
 DIFFERS = "differs"
@@ -57,7 +58,7 @@ def compare_schemas(
     streaming: pa.Schema | None, batch: pa.Schema | None, signals: Sequence[str]
 ) -> SchemaCheck:
     """Each given schema must equal the contract's; a side given as None is not checked."""
-    expected = _fields(sample_schema(signals))
+    expected = _fields(training_samples(signals).arrow_schema())
     problems = []
     sides = {"streaming": streaming, "batch": batch}
     listed: dict[str, list[str] | None] = {}

@@ -22,13 +22,13 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from spark_jobs.contracts.tables import TABLE_TRAINING_SAMPLES
+from spark_jobs.contracts.tables import TABLE_TRAINING_SAMPLES, training_samples
 from spark_jobs.contracts.topics import TOPIC_ENGAGEMENTS, TOPIC_VIEWS
 from spark_jobs.control.alerts import Alert, send_alert
 from spark_jobs.control.validation_results import CheckOutcome, store_results
 from spark_jobs.experiments.core.batch_metrics import day_bounds_ms
 from spark_jobs.experiments.validation.readiness import iso_ms
-from spark_jobs.samples.shadow.compare import ShadowReport, compare_samples, sample_schema
+from spark_jobs.samples.shadow.compare import ShadowReport, compare_samples
 from spark_jobs.samples.shadow.recompute import recompute_samples
 from spark_jobs.settings import Settings
 from spark_jobs.streaming.checkpoint import committed_watermark_ms
@@ -100,7 +100,7 @@ def streaming_samples(settings: Settings, day: datetime.date) -> pa.Table:
     start, until = day_bounds_ms(day)
     uri = settings.lake.table(TABLE_TRAINING_SAMPLES)
     if not table_exists(uri):
-        return sample_schema(settings.samples.signals).empty_table()
+        return training_samples(settings.samples.signals).arrow_schema().empty_table()
     return read_arrow(uri, filters=[("ts", ">=", start), ("ts", "<", until)])
 
 

@@ -11,21 +11,9 @@ from datetime import UTC, datetime
 
 import pyarrow as pa
 
-UTC_MICROS = pa.timestamp("us", tz="UTC")
+from spark_jobs.contracts.tables import DEAD_LETTERS
 
-DEAD_LETTER_SCHEMA = pa.schema(
-    [
-        pa.field("job", pa.string()),
-        pa.field("topic", pa.string()),
-        pa.field("partition", pa.int32()),
-        pa.field("offset", pa.int64()),
-        pa.field("kafka_timestamp", pa.int64()),
-        pa.field("key", pa.string()),
-        pa.field("raw_value", pa.string()),
-        pa.field("reason", pa.string()),
-        pa.field("recorded_at", UTC_MICROS),
-    ]
-)
+DEAD_LETTER_SCHEMA = DEAD_LETTERS.arrow_schema()
 
 
 def _text(value: str | bytes | None) -> str | None:
@@ -63,18 +51,16 @@ def dead_letter_rows(
     stamp = recorded_at or datetime.now(UTC)
     if stamp.tzinfo is None:
         raise ValueError("recorded_at must be timezone-aware (UTC)")
-    arrays = [
-        pa.array([job] * n, pa.string()),
-        pa.array(list(topic), pa.string()),
-        pa.array(list(partition), pa.int32()),
-        pa.array(list(offset), pa.int64()),
-        pa.array(list(kafka_timestamp), pa.int64()),
-        pa.array([_text(k) for k in key], pa.string()),
-        pa.array([_text(v) for v in raw_value], pa.string()),
-        pa.array(list(reason), pa.string()),
-        pa.array([stamp] * n, UTC_MICROS),
-    ]
-    return pa.Table.from_arrays(arrays, schema=DEAD_LETTER_SCHEMA)
+    values = {
+        **columns,
+        "job": [job] * n,
+        "key": [_text(k) for k in key],
+        "raw_value": [_text(v) for v in raw_value],
+        "recorded_at": [stamp] * n,
+    }
+    return pa.Table.from_pydict(
+        {name: list(values[name]) for name in DEAD_LETTER_SCHEMA.names}, schema=DEAD_LETTER_SCHEMA
+    )
 
 
 def empty_dead_letters() -> pa.Table:
