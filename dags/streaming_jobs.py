@@ -17,11 +17,10 @@ from typing import Any
 
 from airflow.sdk import TriggerRule, dag, task
 
-from spark_jobs.control.monitor.inputs import deployed_jobs
 from spark_jobs.control.orchestration.runs import EPOCH, run_url
 from spark_jobs.settings import load_settings
 
-JOBS = deployed_jobs(load_settings())
+JOBS = load_settings().monitor.jobs
 
 WATCH_TASK_PREFIX = "watch_"
 

@@ -6,15 +6,14 @@ import argparse
 from collections.abc import Sequence
 
 from spark_jobs.catalog import JOB_NAMES
+from spark_jobs.catalog import job as catalog_job
 from spark_jobs.settings import Settings
 
 
 def _streaming_jobs(names: Sequence[str], settings: Settings) -> list[str]:
     """The named streaming jobs (checked), or the deployed ones (`monitor.jobs`) when none is
     named."""
-    from spark_jobs.control.monitor.inputs import check_job, deployed_jobs
-
-    return [check_job(name) for name in names] or list(deployed_jobs(settings))
+    return [catalog_job(name).name for name in names] or list(settings.monitor.jobs)
 
 
 def cmd_jobs_status(args: argparse.Namespace, settings: Settings) -> int:

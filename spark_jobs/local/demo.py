@@ -15,13 +15,14 @@ from contextlib import ExitStack
 from datetime import UTC, datetime
 from typing import Any
 
+from spark_jobs.catalog import JOBS
 from spark_jobs.contracts.tables import TABLE_EXPERIMENT_METRICS
 from spark_jobs.control.monitor.lag import offsets_dict
 from spark_jobs.experiments.core.periods import RampRow
 from spark_jobs.experiments.core.windows import window_end
 from spark_jobs.settings import EMBEDDED_BROKER_PORT, Settings, build_settings, deep_merge
 
-DEMO_JOBS = ("filter_events", "filter_activations", "experiment_metrics")
+DEMO_JOBS = tuple(job.name for job in JOBS if job.system == "experiments")  # pipeline order
 DEMO_EXPERIMENTS = {
     "period": "30m",
     "window": "1m",

@@ -134,7 +134,7 @@ def forget_previous_broker(settings: Settings) -> list[str]:
     The Delta tables keep their rows: sinks key their exactly-once commits by checkpoint
     lineage, so new checkpoints start new lineages instead of being skipped.
     """
-    from spark_jobs.control.monitor.inputs import JOB_NAMES
+    from spark_jobs.catalog import JOB_NAMES
     from spark_jobs.control.monitor.restarts import clear_restarts
     from spark_jobs.control.monitor.supervisor import stop_all_jobs
     from spark_jobs.streaming.progress import progress_dir

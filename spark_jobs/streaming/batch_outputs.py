@@ -1,4 +1,5 @@
-"""Driver-side micro-batch outputs shared by the jobs: Kafka topics, Delta tables, dead letters.
+"""Driver-side micro-batch outputs shared by the jobs: Kafka topics, Delta tables, dead letters,
+and BatchSink, the one shape of a job's sink over them.
 
 A batch is collected once as Arrow and fanned out. Exactly-once comes from the Delta app
 transaction (job name and checkpoint lineage, batch id); the Kafka side is at-least-once with
@@ -12,20 +13,26 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar, cast
 
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 from confluent_kafka import Producer
 
+from spark_jobs.catalog import job as catalog_job
 from spark_jobs.contracts.tables import TABLE_DEAD_LETTERS
 from spark_jobs.settings import Settings
 from spark_jobs.streaming.checkpoint import query_id
 from spark_jobs.streaming.kafka.producer import make_producer, produce_all
-from spark_jobs.streaming.lake.dead_letters import dead_letter_rows
+from spark_jobs.streaming.lake.dead_letters import KIND_DEAD, dead_letter_table
 from spark_jobs.streaming.lake.delta import append_once, compact, transaction_version
 
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
 log = logging.getLogger(__name__)
+Collected = TypeVar("Collected")
 
 
 def rows_of_kind(table: pa.Table, kind: str) -> pa.Table:
@@ -80,40 +87,16 @@ class BatchOutputs:
         keys = [str(user) for user in ordered["user_id"].to_pylist()]
         return produce_all(self.producer, topic, keys, json_values(ordered, fields))
 
-    def dead_letters(self, table: pa.Table, batch_id: int) -> int:
-        """Append rejected and late records of the batch to `dead_letters` (once per batch)."""
-        dead = rows_of_kind(table, "dead") if "kind" in table.column_names else table
+    def dead_letters(self, dead: pa.Table, batch_id: int) -> int:
+        """Append a batch's dead rows (DEAD_LETTER_COLUMNS) to `dead_letters`, once per batch."""
         if dead.num_rows == 0:
             return 0
-        rows = dead_letter_rows(
-            self.job,
-            topic=dead["topic"].to_pylist(),
-            partition=dead["partition"].to_pylist(),
-            offset=dead["offset"].to_pylist(),
-            kafka_timestamp=dead["kafka_timestamp"].to_pylist(),
-            key=dead["key"].to_pylist(),
-            raw_value=dead["raw_value"].to_pylist(),
-            reason=dead["reason"].to_pylist(),
-        )
+        rows = dead_letter_table(self.job, dead)
         append_once(self.table_uri(TABLE_DEAD_LETTERS), rows, self.app_id, batch_id)
         return dead.num_rows
 
     def append(self, table_name: str, data: pa.Table, batch_id: int) -> bool:
         return append_once(self.table_uri(table_name), data, self.app_id, batch_id)
-
-    def deliver_accepted(
-        self, table: pa.Table, batch_id: int, topic: str, fields: Sequence[str],
-        raw_table: str, raw_schema: pa.Schema,
-    ) -> None:
-        """A filter job's fan-out: accepted rows to the topic, rejected ones to dead letters,
-        then the raw table, whose commit marks the batch as done for a replay."""
-        accepted = rows_of_kind(table, "ok")
-        self.publish(topic, accepted, fields)
-        self.dead_letters(table, batch_id)
-        if accepted.num_rows:  # an empty batch needs no commit: its replay writes nothing
-            raw = accepted.select(list(raw_schema.names)).cast(raw_schema)
-            self.append(raw_table, raw, batch_id)
-        self.maybe_compact(batch_id, (raw_table, TABLE_DEAD_LETTERS))
 
     def maybe_compact(self, batch_id: int, tables: Sequence[str], background: bool = False
                       ) -> None:
@@ -143,3 +126,53 @@ class BatchOutputs:
         if self._producer is not None:
             self._producer.flush(30)
             self._producer = None
+
+
+class BatchSink(Generic[Collected]):
+    """The one shape of a job's foreachBatch sink: run the batch's plan, skip a batch already
+    committed (a replay), else publish to topics, append dead letters, commit the job's own
+    tables (the `marker` table last: its commit marks the batch done), compact now and then.
+
+    A system's sink provides `publish`, `commit`, and where it keeps dead rows when they are
+    not those of kind "dead"; the tables it compacts are its catalog entry's.
+    """
+
+    marker: ClassVar[str]  # the table whose app transaction says a batch is done
+    compact_in_background: ClassVar[bool] = False  # a latency-bound job must not wait for it
+
+    def __init__(self, settings: Settings, job: str) -> None:
+        self.settings = settings
+        self.outputs = BatchOutputs(settings, job)
+        self.tables = catalog_job(job).tables
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        collected = self.collect(batch)
+        if self.outputs.committed(self.marker, batch_id):
+            return
+        self.deliver(collected, batch_id)
+
+    def collect(self, batch: DataFrame) -> Collected:
+        """The batch on the driver. Runs the plan also for a replayed batch that is then
+        skipped: Spark fails a stateful batch whose plan did not run (README, Platform
+        findings)."""
+        return cast(Collected, batch.toArrow())
+
+    def deliver(self, collected: Collected, batch_id: int) -> None:
+        self.publish(collected)
+        self.outputs.dead_letters(self.dead_rows(collected), batch_id)
+        self.commit(collected, batch_id)
+        self.outputs.maybe_compact(batch_id, self.tables, background=self.compact_in_background)
+
+    def publish(self, collected: Collected) -> None:
+        """Send the batch's records to the job's topics (at least once)."""
+
+    def dead_rows(self, collected: Collected) -> pa.Table:
+        """The batch's dead letters, with DEAD_LETTER_COLUMNS."""
+        return rows_of_kind(cast(pa.Table, collected), KIND_DEAD)
+
+    def commit(self, collected: Collected, batch_id: int) -> None:
+        """Write the job's own tables exactly once, the marker table last."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self.outputs.close()

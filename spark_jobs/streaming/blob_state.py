@@ -10,8 +10,10 @@ from __future__ import annotations
 import pickle
 from typing import Protocol
 
-from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
+from pyspark.sql.streaming.stateful_processor import StatefulProcessorHandle
 from pyspark.sql.types import BinaryType, StructField, StructType
+
+from spark_jobs.streaming.processor import KeyedProcessor, keep_one_timer
 
 BLOB_SCHEMA = StructType([StructField("blob", BinaryType(), True)])
 
@@ -44,15 +46,12 @@ class BlobState:
     ) -> None:
         """Persist the payload (or clear it) and move the key's timer to `timer`."""
         if timer != old_timer:
-            if old_timer is not None and old_timer > watermark_ms:
-                self._handle.deleteTimer(old_timer)
-            if timer is not None:
-                self._handle.registerTimer(timer)
+            registered = () if old_timer is None else (old_timer,)
+            keep_one_timer(self._handle, registered, timer, watermark_ms)
         if payload is None:
             self._value.clear()
         else:
             self._value.update((pickle.dumps((payload, timer), protocol=5),))
-
 
     def save(self, state: KeyState, old_timer: int | None, watermark_ms: int) -> None:
         """Store the domain state and its next wake-up; an empty state is cleared entirely."""
@@ -62,11 +61,8 @@ class BlobState:
             self.store(state.to_bytes(), state.next_wakeup(), old_timer, watermark_ms)
 
 
-class BlobStateProcessor(StatefulProcessor):
-    """Base of Tideline's processors: one BlobState per key, nothing to release on close."""
+class BlobStateProcessor(KeyedProcessor):
+    """A processor whose key's state is one BlobState (`self.state`)."""
 
-    def init(self, handle: StatefulProcessorHandle) -> None:
+    def open(self, handle: StatefulProcessorHandle) -> None:
         self.state = BlobState(handle)
-
-    def close(self) -> None:
-        pass

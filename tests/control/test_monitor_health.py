@@ -13,7 +13,6 @@ import pytest
 
 from spark_jobs.control.monitor.alerting import alerts_due
 from spark_jobs.control.monitor.health import RunFacts, assess_health
-from spark_jobs.control.monitor.inputs import JOB_INPUT_TOPICS, UnknownStreamingJobError, check_job
 from spark_jobs.control.monitor.lag import consumed_offsets, offsets_lag, partition_of
 from spark_jobs.control.monitor.pidfile import RunRecord, identifies, read_record, write_record
 from spark_jobs.control.monitor.procfs import ProcessInfo, parse_stat, read_process
@@ -310,13 +309,13 @@ def test_stat_fields_are_counted_from_the_last_parenthesis():
 
 
 def test_the_monitor_knows_every_job_of_the_runner():
+    from spark_jobs.catalog import JOB_NAMES, UnknownJobError, job
     from spark_jobs.settings import STREAMING_JOBS
-    from spark_jobs.streaming.runner import JOBS
 
-    assert set(JOB_INPUT_TOPICS) == set(JOBS) == set(STREAMING_JOBS)
-    assert check_job("filter_events") == "filter_events"
-    with pytest.raises(UnknownStreamingJobError, match="known: filter_events"):
-        check_job("nope")
+    assert set(JOB_NAMES) == set(STREAMING_JOBS)
+    assert job("filter_events").name == "filter_events"
+    with pytest.raises(UnknownJobError, match="known: filter_events"):
+        job("nope")
 
 
 def test_the_last_batch_comes_from_the_history_once_the_job_reported_stopped(make_settings):

@@ -109,18 +109,18 @@ def test_training_samples_shadow_checks_a_closed_day(cli_airflow, own_broker, ru
     day's samples, spark-submits the comparison, and stores a passing result."""
     import json
 
+    from spark_jobs.catalog import system_topics
     from spark_jobs.control.validation_results import read_results
     from spark_jobs.samples.traffic import SamplesTrafficSpec, generate_traffic
     from spark_jobs.streaming.kafka.admin import ensure_topics
     from spark_jobs.streaming.kafka.producer import make_producer, produce_all
-    from spark_jobs.streaming.runner import JOBS
 
     day = datetime.date(2026, 1, 1)
     start = int(datetime.datetime(2026, 1, 1, 6, tzinfo=datetime.UTC).timestamp() * 1000)
     env = {"TIDELINE_LAKE__ROOT": str(tmp_path / "lake"), "TIDELINE_KAFKA__BOOTSTRAP": own_broker,
            "TIDELINE_SAMPLES__WINDOW": "20s", "TIDELINE_SAMPLES__LATENESS": "5s"}
     settings = load_settings(environ={**cli_airflow.env, **env})
-    ensure_topics(settings.kafka, JOBS["training_samples"].topics, settings.kafka.partitions)
+    ensure_topics(settings.kafka, system_topics("samples"), settings.kafka.partitions)
     spec = SamplesTrafficSpec(users=50, posts=300, views_per_s=20, window_ms=20_000,
                               max_disorder_ms=4_000, seed=8)
     records = generate_traffic(spec, views=200, start_ms=start)

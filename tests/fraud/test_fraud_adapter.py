@@ -8,8 +8,9 @@ from types import SimpleNamespace
 import pyarrow as pa
 
 from spark_jobs.fraud.core.engine import FraudEngine, MemoryStore
+from spark_jobs.fraud.core.output_rows import arrival_order
 from spark_jobs.fraud.jobs.fraud_rules import _first_per_source
-from spark_jobs.fraud.processors.shard_processor import arrival_order, output_row
+from spark_jobs.fraud.processors.shard_processor import output_row
 
 
 def source(kind: str, ts: int, topic: str, partition: int, offset: int) -> SimpleNamespace:

@@ -40,10 +40,10 @@ def tx(transaction_id: int, seconds: int, payee: int, beneficiary: int, amount: 
 def test_alerts_rule_updates_restart_and_side_outputs(own_broker, make_settings, run_now, state):
     settings = make_settings(own_broker, fraud={"state": state})
     kafka = settings.kafka
+    from spark_jobs.catalog import system_topics
     from spark_jobs.streaming.kafka.admin import ensure_topics
-    from spark_jobs.streaming.runner import JOBS
 
-    ensure_topics(kafka, JOBS["fraud_rules"].topics, kafka.partitions)
+    ensure_topics(kafka, system_topics("fraud"), kafka.partitions)
     every_payment = {**COUNT_BY_BENEFICIARY, "ruleId": 3, "groupingKeyNames": ["payeeId"],
                      "limitOperatorType": ">", "limit": 0}
     send(kafka, TOPIC_RULES, [(T0, SUM_BY_PAYEE), (T0, COUNT_BY_BENEFICIARY),
@@ -136,15 +136,15 @@ def reference_alerts(rules: list[tuple[int, dict]], transactions: list[tuple[int
 @pytest.mark.parametrize("state", ["driver", "spark"])
 def test_a_killed_job_resumes_without_duplicate_alerts(own_broker, make_settings, run_now,
                                                        state, tmp_path):
+    from spark_jobs.catalog import system_topics
     from spark_jobs.streaming.kafka.admin import ensure_topics
-    from spark_jobs.streaming.runner import JOBS
 
     settings = make_settings(own_broker, jobs={"trigger": "200ms",
                                                "max_records_per_trigger": 300,
                                                "compact_every_batches": 2},  # in the background
                              fraud={"state": state, "snapshot_every": 3})
     kafka = settings.kafka
-    ensure_topics(kafka, JOBS["fraud_rules"].topics, kafka.partitions)
+    ensure_topics(kafka, system_topics("fraud"), kafka.partitions)
     rules = [(T0, SUM_BY_PAYEE), (T0, COUNT_BY_BENEFICIARY)]
     send(kafka, TOPIC_RULES, rules)
     before, after = traffic(1, 1500, 1.0), traffic(1501, 500, 200.0)
@@ -167,13 +167,13 @@ def test_a_killed_job_resumes_without_duplicate_alerts(own_broker, make_settings
 
 def test_cleanup_timers_drop_state_the_windows_no_longer_need(own_broker, make_settings,
                                                               run_now):
+    from spark_jobs.catalog import system_topics
     from spark_jobs.streaming.kafka.admin import ensure_topics
-    from spark_jobs.streaming.runner import JOBS
 
     settings = make_settings(own_broker, fraud={"lateness": "1s", "state": "spark"},
                              jobs={"max_records_per_trigger": 100})
     kafka = settings.kafka
-    ensure_topics(kafka, JOBS["fraud_rules"].topics, kafka.partitions)
+    ensure_topics(kafka, system_topics("fraud"), kafka.partitions)
     one_minute = {**SUM_BY_PAYEE, "groupingKeyNames": ["transactionId"], "windowMinutes": 1,
                   "limit": 10**9}
     send(kafka, TOPIC_RULES, [(T0, one_minute)])

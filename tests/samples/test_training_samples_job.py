@@ -50,12 +50,12 @@ def stored_samples(settings) -> list[dict]:
 
 
 def test_samples_orphans_dead_letters_and_the_topic(own_broker, make_settings, run_now):
+    from spark_jobs.catalog import system_topics
     from spark_jobs.streaming.kafka.admin import ensure_topics
-    from spark_jobs.streaming.runner import JOBS
 
     settings = make_settings(own_broker)
     kafka = settings.kafka
-    ensure_topics(kafka, JOBS["training_samples"].topics, kafka.partitions)
+    ensure_topics(kafka, system_topics("samples"), kafka.partitions)
     # the engagement for v3 is in Kafka before v3 itself; v1 is delivered twice
     send(kafka, TOPIC_ENGAGEMENTS, [
         (T0, engagement(2, 20, "comment", T0 + 11_000, "v3")),
@@ -123,12 +123,12 @@ def test_shuffled_traffic_killed_job_equals_the_batch_recomputation(
     import pytest
     from deltalake import DeltaTable
 
+    from spark_jobs.catalog import system_topics
     from spark_jobs.contracts.tables import TABLE_ALERTS, TABLE_VALIDATION_RESULTS
     from spark_jobs.samples.shadow.run import ShadowFailed, compare_day, shadow_day
     from spark_jobs.samples.traffic import SamplesTrafficSpec, generate_traffic
     from spark_jobs.streaming.kafka.admin import ensure_topics
     from spark_jobs.streaming.kafka.producer import make_producer, produce_all
-    from spark_jobs.streaming.runner import JOBS
 
     day = datetime.date(2026, 1, 1)
     start = T0 + 3_600_000
@@ -136,7 +136,7 @@ def test_shuffled_traffic_killed_job_equals_the_batch_recomputation(
                  "jobs": {"trigger": "200ms", "max_records_per_trigger": 400}}
     settings = make_settings(own_broker, **overrides)
     kafka = settings.kafka
-    ensure_topics(kafka, JOBS["training_samples"].topics, kafka.partitions)
+    ensure_topics(kafka, system_topics("samples"), kafka.partitions)
     spec = SamplesTrafficSpec(users=300, posts=2_000, views_per_s=20, window_ms=20_000,
                               max_disorder_ms=4_000, seed=5)
     records = generate_traffic(spec, views=1_200, start_ms=start)

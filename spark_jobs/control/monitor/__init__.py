@@ -5,7 +5,7 @@ Modules: `supervisor` (start/stop processes), `health` (pure judgement), `lag`, 
 `restarts`, `alerting`, `watch` (what the `streaming_jobs` DAG calls), `summary` (text).
 """
 
-from spark_jobs.control.monitor.inputs import JOB_NAMES
+from spark_jobs.catalog import JOB_NAMES
 from spark_jobs.control.monitor.summary import render_summary
 from spark_jobs.control.monitor.supervisor import is_running, launch_job, stop_all_jobs, stop_job
 from spark_jobs.control.monitor.watch import all_job_statuses, job_status, watch_all_jobs, watch_job

@@ -27,7 +27,8 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from spark_jobs.control.monitor.inputs import JOB_NAMES, check_job
+from spark_jobs.catalog import JOB_NAMES
+from spark_jobs.catalog import job as catalog_job
 from spark_jobs.control.monitor.pidfile import (
     RunRecord,
     identifies,
@@ -121,7 +122,7 @@ EXEC_SETTLE_S = 1.0
 
 def running_record(settings: Settings, job: str) -> RunRecord | None:
     """The job's pid file when its process is alive, else None."""
-    record = read_record(settings, check_job(job))
+    record = read_record(settings, catalog_job(job).name)
     return record if record is not None and not record.stopped and is_alive(record) else None
 
 
@@ -140,7 +141,7 @@ def start_job_process(settings: Settings, job: str) -> RunRecord:
     The job resumes from its checkpoint, so a start after a crash is a restart. Call it
     under `job_lock` (or use `launch_job`).
     """
-    check_job(job)
+    catalog_job(job)
     previous = read_record(settings, job)
     if previous is not None:
         if is_alive(previous):
@@ -189,7 +190,7 @@ def _after_exec(pid: int, signature: tuple[str, ...], timeout_s: float = 10.0
 
 def launch_job(settings: Settings, job: str) -> RunRecord:
     """Start the job unless it runs; JobAlreadyRunningError names the running pid."""
-    with job_lock(settings, check_job(job)):
+    with job_lock(settings, catalog_job(job).name):
         return start_job_process(settings, job)
 
 
@@ -260,7 +261,7 @@ def stop_jobs(settings: Settings, jobs: Sequence[str]) -> list[str]:
 
     The pid files record the stop, so a watch pass sees the jobs as stopped, not crashed.
     """
-    names = sorted({check_job(job) for job in jobs})
+    names = sorted({catalog_job(job).name for job in jobs})
     with contextlib.ExitStack() as locks:
         for job in names:  # always in name order: two stoppers cannot deadlock
             locks.enter_context(job_lock(settings, job))

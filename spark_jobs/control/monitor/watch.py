@@ -13,9 +13,9 @@ import logging
 import time
 from typing import Any
 
+from spark_jobs.catalog import job as catalog_job
 from spark_jobs.control.monitor.alerting import send_job_alerts
 from spark_jobs.control.monitor.health import DOWN, JobHealth, Problem, RunFacts, assess_health
-from spark_jobs.control.monitor.inputs import JOB_INPUT_TOPICS, check_job, deployed_jobs
 from spark_jobs.control.monitor.lag import topic_end_offsets
 from spark_jobs.control.monitor.pidfile import RunRecord, read_record
 from spark_jobs.control.monitor.reports import last_batch_report, latest_report
@@ -41,7 +41,7 @@ def inspect_job(
     settings: Settings, job: str, now_ms: int | None = None
 ) -> tuple[JobHealth, RunRecord | None]:
     """The job's health and its pid file (None when the monitor never started it)."""
-    topics = JOB_INPUT_TOPICS[check_job(job)]
+    topics = catalog_job(job).inputs  # the lag is that of what the job reads
     record = read_record(settings, job)
     managed = record is not None and not record.stopped
     running = record is not None and managed and is_alive(record)
@@ -117,7 +117,7 @@ def watch_job(settings: Settings, job: str, run_url: str | None = None) -> dict[
     States: running, started (was not running, not crashed), restarted (had crashed),
     down (crashed and not restarted: restart loop, or the start itself failed), external.
     """
-    with job_lock(settings, check_job(job)):
+    with job_lock(settings, catalog_job(job).name):
         now_ms = _now_ms()
         health, record = inspect_job(settings, job, now_ms)
         state = _state(health)
@@ -158,9 +158,9 @@ def watch_job(settings: Settings, job: str, run_url: str | None = None) -> dict[
 
 def watch_all_jobs(settings: Settings, run_url: str | None = None) -> list[dict[str, Any]]:
     """`watch_job` for every deployed streaming job (`monitor.jobs`), in pipeline order."""
-    return [watch_job(settings, job, run_url) for job in deployed_jobs(settings)]
+    return [watch_job(settings, job, run_url) for job in settings.monitor.jobs]
 
 
 def all_job_statuses(settings: Settings) -> list[dict[str, Any]]:
     """`job_status` for every deployed streaming job, in pipeline order."""
-    return [job_status(settings, job) for job in deployed_jobs(settings)]
+    return [job_status(settings, job) for job in settings.monitor.jobs]

@@ -20,11 +20,7 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from spark_jobs.contracts.tables import (
-    EXPERIMENT_METRICS,
-    TABLE_DEAD_LETTERS,
-    TABLE_EXPERIMENT_METRICS,
-)
+from spark_jobs.contracts.tables import EXPERIMENT_METRICS, TABLE_EXPERIMENT_METRICS
 from spark_jobs.contracts.topics import TOPIC_FILTERED_ACTIVATIONS, TOPIC_FILTERED_EVENTS
 from spark_jobs.experiments.core.group_windows import GroupWindows, MetricRow
 from spark_jobs.experiments.core.user_metrics import Delta, MetricParams
@@ -35,7 +31,7 @@ from spark_jobs.experiments.processors.metrics_processor import (
     UserMetricsProcessor,
 )
 from spark_jobs.settings import Settings
-from spark_jobs.streaming.batch_outputs import BatchOutputs, rows_of_kind
+from spark_jobs.streaming.batch_outputs import BatchSink, rows_of_kind
 from spark_jobs.streaming.checkpoint import batch_watermark_ms
 from spark_jobs.streaming.event_time import with_event_time
 from spark_jobs.streaming.kafka.source import read_topic
@@ -130,12 +126,13 @@ def read_metric_rows(table_uri: str) -> list[MetricRow]:
     return [MetricRow(**row) for row in table.to_pylist()]
 
 
-class MetricsSink:
+class MetricsSink(BatchSink[pa.Table]):
     """foreachBatch: dead letters, then cumulative window rows upserted once per batch."""
 
+    marker = TABLE_EXPERIMENT_METRICS
+
     def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self.outputs = BatchOutputs(settings, NAME)
+        super().__init__(settings, NAME)
         self.table_uri = settings.lake.table(TABLE_EXPERIMENT_METRICS)
         self.checkpoint = settings.lake.checkpoint(NAME)
         self.windows: GroupWindows | None = None
@@ -150,21 +147,17 @@ class MetricsSink:
             read_metric_rows(self.table_uri) if ours else [],
         )
 
-    def __call__(self, batch: DataFrame, batch_id: int) -> None:
-        table = batch.toArrow()  # always run the plan: its state stores must commit on replay
-        if self.outputs.committed(TABLE_EXPERIMENT_METRICS, batch_id):
-            return
+    def commit(self, table: pa.Table, batch_id: int) -> None:
         if self.windows is None:
             self.windows = self._resume()
         watermark = batch_watermark_ms(self.checkpoint, batch_id)
-        self.outputs.dead_letters(table, batch_id)
         rows = self.windows.apply(deltas_of(table), watermark)
         if rows:
             merge_once(
                 self.table_uri, metrics_table(rows, datetime.now(UTC)), PRIMARY_KEY,
                 self.outputs.app_id, batch_id,
             )
-        self.outputs.maybe_compact(batch_id, (TABLE_EXPERIMENT_METRICS, TABLE_DEAD_LETTERS))
 
-    def close(self) -> None:
-        self.outputs.close()
+
+def sink(spark: SparkSession, settings: Settings) -> MetricsSink:
+    return MetricsSink(settings)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -24,8 +25,8 @@ from pyspark.sql.types import (
 from spark_jobs.contracts.tables import RAW_ACTIVATIONS, TABLE_RAW_ACTIVATIONS
 from spark_jobs.contracts.topics import TOPIC_ACTIVATIONS, TOPIC_FILTERED_ACTIVATIONS
 from spark_jobs.experiments.admin.snapshot import SnapshotWatcher, read_snapshot
+from spark_jobs.experiments.jobs.filter_sink import FilterSink
 from spark_jobs.settings import Settings
-from spark_jobs.streaming.batch_outputs import BatchOutputs
 from spark_jobs.streaming.kafka.source import read_topic
 
 NAME = "filter_activations"
@@ -78,17 +79,22 @@ class SnapshotFrame:
         return self._frame
 
 
-class FilteredActivationsSink:
+class FilteredActivationsSink(FilterSink):
     """foreachBatch: join with the snapshot, publish, dead letters, then raw_activations."""
 
+    marker = TABLE_RAW_ACTIVATIONS
+    topic = TOPIC_FILTERED_ACTIVATIONS
+    fields = FILTERED_FIELDS
+    raw_schema = RAW_ACTIVATION_SCHEMA
+
     def __init__(self, spark: SparkSession, settings: Settings) -> None:
-        self.outputs = BatchOutputs(settings, NAME)
+        super().__init__(settings, NAME)
         self.snapshot = SnapshotFrame(spark, settings)
         self.period_ms = settings.experiments.period_ms
 
-    def __call__(self, batch: DataFrame, batch_id: int) -> None:
-        if self.outputs.committed(TABLE_RAW_ACTIVATIONS, batch_id):
-            return
+    def collect(self, batch: DataFrame) -> pa.Table:
+        """The batch joined with the newest snapshot: kept activations ("ok") and the
+        undecodable ones ("dead"); the others are outside every period."""
         snapshot = F.broadcast(self.snapshot.current())
         in_period = (
             (F.col("experiment_hash") == F.col("s_experiment_hash"))
@@ -99,7 +105,7 @@ class FilteredActivationsSink:
         joined = batch.join(snapshot, in_period, "left").where(
             F.col("error").isNotNull() | F.col("s_start").isNotNull()
         )
-        table = joined.select(
+        return joined.select(
             F.when(F.col("error").isNull(), F.lit("ok")).otherwise(F.lit("dead")).alias("kind"),
             "user_id", "experiment_hash", "experiment_group", "ts",
             F.col("s_start").alias("group_ramp_time"), F.col("s_is_control").alias("is_control"),
@@ -107,10 +113,7 @@ class FilteredActivationsSink:
             F.col("kafka_offset").alias("offset"), "kafka_timestamp",
             F.col("kafka_key").alias("key"), "raw_value", F.col("error").alias("reason"),
         ).toArrow()
-        self.outputs.deliver_accepted(
-            table, batch_id, TOPIC_FILTERED_ACTIVATIONS, FILTERED_FIELDS, TABLE_RAW_ACTIVATIONS,
-            RAW_ACTIVATION_SCHEMA,
-        )
 
-    def close(self) -> None:
-        self.outputs.close()
+
+def sink(spark: SparkSession, settings: Settings) -> FilteredActivationsSink:
+    return FilteredActivationsSink(spark, settings)

@@ -13,9 +13,9 @@ from pyspark.sql import functions as F
 
 from spark_jobs.contracts.tables import RAW_EVENTS, TABLE_RAW_EVENTS
 from spark_jobs.contracts.topics import TOPIC_EVENTS, TOPIC_FILTERED_EVENTS
+from spark_jobs.experiments.jobs.filter_sink import FilterSink
 from spark_jobs.experiments.processors.cap_processor import CAPPED_EVENT_SCHEMA, HourlyCapProcessor
 from spark_jobs.settings import Settings
-from spark_jobs.streaming.batch_outputs import BatchOutputs
 from spark_jobs.streaming.event_time import with_event_time
 from spark_jobs.streaming.kafka.source import read_topic
 
@@ -43,20 +43,17 @@ def build(spark: SparkSession, settings: Settings) -> DataFrame:
     )
 
 
-class FilteredEventsSink:
+class FilteredEventsSink(FilterSink):
     """foreachBatch: publish accepted events, then dead letters, then raw_events (the marker)."""
 
+    marker = TABLE_RAW_EVENTS
+    topic = TOPIC_FILTERED_EVENTS
+    fields = FILTERED_FIELDS
+    raw_schema = RAW_EVENT_SCHEMA
+
     def __init__(self, settings: Settings) -> None:
-        self.outputs = BatchOutputs(settings, NAME)
+        super().__init__(settings, NAME)
 
-    def __call__(self, batch: DataFrame, batch_id: int) -> None:
-        table = batch.toArrow()  # always run the plan: its state stores must commit on replay
-        if self.outputs.committed(TABLE_RAW_EVENTS, batch_id):
-            return
-        self.outputs.deliver_accepted(
-            table, batch_id, TOPIC_FILTERED_EVENTS, FILTERED_FIELDS, TABLE_RAW_EVENTS,
-            RAW_EVENT_SCHEMA,
-        )
 
-    def close(self) -> None:
-        self.outputs.close()
+def sink(spark: SparkSession, settings: Settings) -> FilteredEventsSink:
+    return FilteredEventsSink(settings)

@@ -5,14 +5,11 @@ Output rows carry `kind`: "ok" for accepted events, "dead" for rejected or late 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import orjson
 from pyspark.sql import Row
-from pyspark.sql.streaming.stateful_processor import (
-    TimerValues,
-)
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
 from spark_jobs.experiments.core.capping import HourlyCap
@@ -36,15 +33,6 @@ CAPPED_EVENT_SCHEMA = StructType(
 )
 
 
-def _dead(row: Any, reason: str, raw_value: str | None) -> Row:
-    return Row(
-        kind="dead", user_id=row.user_id, event_type=row.event_type, ts=row.ts,
-        topic=row.kafka_topic, partition=row.kafka_partition, offset=row.kafka_offset,
-        kafka_timestamp=row.kafka_timestamp, key=row.kafka_key, raw_value=raw_value,
-        reason=reason,
-    )
-
-
 def event_json(row: Any) -> str:
     """The stripped event as JSON text (what a late record looked like once decoded)."""
     return orjson.dumps(
@@ -52,44 +40,43 @@ def event_json(row: Any) -> str:
     ).decode()
 
 
+def _in_offset_order(rows: Iterable[Row]) -> list[Row]:
+    return sorted(rows, key=lambda r: (r.kafka_partition, r.kafka_offset))
+
+
 class HourlyCapProcessor(BlobStateProcessor):
     """First `cap` critical events per user and clock hour pass; late ones go to dead letters."""
 
+    kept_on_dead = ("user_id", "event_type", "ts")
+
     def __init__(self, cap: int) -> None:
+        super().__init__(CAPPED_EVENT_SCHEMA)
         self.cap = cap
 
-    def handleInputRows(
-        self, key: Any, rows: Iterator[Row], timerValues: TimerValues
-    ) -> Iterator[Row]:
-        watermark = timerValues.getCurrentWatermarkInMs()
-        ordered = sorted(rows, key=lambda r: (r.kafka_partition, r.kafka_offset))
-        if key[0] is None:  # undecodable records have no user: straight to dead letters
-            for row in ordered:
-                yield _dead(row, row.error, row.raw_value)
-            return
+    def unkeyed(self, rows: Iterable[Row]) -> Iterator[Row]:
+        return super().unkeyed(_in_offset_order(rows))
+
+    def on_rows(self, key: Any, rows: Iterator[Row], watermark_ms: int) -> Iterator[Row]:
         payload, timer = self.state.load()
         counters = HourlyCap.from_bytes(self.cap, payload)
-        counters.expire(watermark)
-        for row in ordered:
+        counters.expire(watermark_ms)
+        for row in _in_offset_order(rows):
             if row.error is not None:
-                yield _dead(row, row.error, row.raw_value)
-            elif is_late(row.ts, watermark):
-                yield _dead(row, "late", event_json(row))
+                yield self.undecodable(row)
+            elif is_late(row.ts, watermark_ms):
+                yield self.late(row, event_json(row))
             elif counters.admit(row.ts):
-                yield Row(
-                    kind="ok", user_id=row.user_id, event_type=row.event_type, ts=row.ts,
+                yield self.row(
+                    "ok", user_id=row.user_id, event_type=row.event_type, ts=row.ts,
                     topic=row.kafka_topic, partition=row.kafka_partition,
                     offset=row.kafka_offset, kafka_timestamp=row.kafka_timestamp,
-                    key=row.kafka_key, raw_value=None, reason=None,
+                    key=row.kafka_key,
                 )
-        self.state.save(counters, timer, watermark)
+        self.state.save(counters, timer, watermark_ms)
 
-    def handleExpiredTimer(
-        self, key: Any, timerValues: TimerValues, expiredTimerInfo: Any
-    ) -> Iterator[Row]:
-        watermark = timerValues.getCurrentWatermarkInMs()
+    def on_timer(self, key: Any, watermark_ms: int) -> Iterator[Row]:
         payload, timer = self.state.load()
         counters = HourlyCap.from_bytes(self.cap, payload)
-        counters.expire(watermark)
-        self.state.save(counters, timer, watermark)
+        counters.expire(watermark_ms)
+        self.state.save(counters, timer, watermark_ms)
         return iter(())

@@ -11,9 +11,6 @@ from typing import Any
 
 import orjson
 from pyspark.sql import Row
-from pyspark.sql.streaming.stateful_processor import (
-    TimerValues,
-)
 from pyspark.sql.types import (
     BooleanType,
     IntegerType,
@@ -52,24 +49,6 @@ METRIC_DELTA_SCHEMA = StructType(
     ]
 )
 
-_NO_DELTA = dict.fromkeys(
-    ("experiment_hash", "experiment_group", "period_start", "is_control", "event_type",
-     "window_end", "triggered", "volume", "propensity", "sum_squares"),
-)
-_NO_ORIGIN = dict.fromkeys(
-    ("topic", "partition", "offset", "kafka_timestamp", "key", "raw_value", "reason")
-)
-
-
-def _delta_row(delta: Delta) -> Row:
-    return Row(
-        kind="delta", experiment_hash=delta.experiment_hash,
-        experiment_group=delta.experiment_group, period_start=delta.period_start,
-        is_control=delta.is_control, event_type=delta.event_type, window_end=delta.window_end,
-        triggered=delta.triggered, volume=delta.volume, propensity=delta.propensity,
-        sum_squares=delta.sum_squares, **_NO_ORIGIN,
-    )
-
 
 def _decoded_json(row: Any) -> str:
     if row.source == SOURCE_EVENT:
@@ -83,56 +62,48 @@ def _decoded_json(row: Any) -> str:
     return orjson.dumps(fields).decode()
 
 
-def _dead_row(row: Any, reason: str, raw_value: str | None) -> Row:
-    return Row(
-        kind="dead", **_NO_DELTA, topic=row.kafka_topic, partition=row.kafka_partition,
-        offset=row.kafka_offset, kafka_timestamp=row.kafka_timestamp, key=row.kafka_key,
-        raw_value=raw_value, reason=reason,
-    )
-
-
 class UserMetricsProcessor(BlobStateProcessor):
     """Dedup, first trigger, activation-event join and per-window deltas for one user."""
 
     def __init__(self, params: MetricParams) -> None:
+        super().__init__(METRIC_DELTA_SCHEMA)
         self.params = params
 
-    def handleInputRows(
-        self, key: Any, rows: Iterator[Row], timerValues: TimerValues
-    ) -> Iterator[Row]:
-        watermark = timerValues.getCurrentWatermarkInMs()
-        if key[0] is None:  # undecodable records have no user
-            for row in rows:
-                yield _dead_row(row, row.error, row.raw_value)
-            return
+    def on_rows(self, key: Any, rows: Iterator[Row], watermark_ms: int) -> Iterator[Row]:
         payload, timer = self.state.load()
         user = UserMetricsState.from_bytes(self.params, payload)
         for row in rows:
             if row.error is not None:
-                yield _dead_row(row, row.error, row.raw_value)
+                yield self.undecodable(row)
                 continue
             if row.source == SOURCE_EVENT:
-                outcome = user.add_event(row.event_type, row.ts, watermark)
+                outcome = user.add_event(row.event_type, row.ts, watermark_ms)
             else:
                 outcome = user.add_activation(
                     row.experiment_hash, row.experiment_group, row.group_ramp_time,
-                    row.is_control, row.ts, watermark,
+                    row.is_control, row.ts, watermark_ms,
                 )
             if outcome in (Outcome.LATE, Outcome.OUTSIDE_PERIOD):
-                yield _dead_row(row, outcome.value, _decoded_json(row))
-        yield from self._advance(user, timer, watermark)
+                yield self.dead(row, outcome.value, _decoded_json(row))
+        yield from self._advance(user, timer, watermark_ms)
 
-    def handleExpiredTimer(
-        self, key: Any, timerValues: TimerValues, expiredTimerInfo: Any
-    ) -> Iterator[Row]:
-        watermark = timerValues.getCurrentWatermarkInMs()
+    def on_timer(self, key: Any, watermark_ms: int) -> Iterator[Row]:
         payload, timer = self.state.load()
         user = UserMetricsState.from_bytes(self.params, payload)
-        yield from self._advance(user, timer, watermark)
+        yield from self._advance(user, timer, watermark_ms)
 
     def _advance(
         self, user: UserMetricsState, timer: int | None, watermark: int
     ) -> Iterator[Row]:
         for delta in user.advance(watermark):
-            yield _delta_row(delta)
+            yield self._delta_row(delta)
         self.state.save(user, timer, watermark)
+
+    def _delta_row(self, delta: Delta) -> Row:
+        return self.row(
+            "delta", experiment_hash=delta.experiment_hash,
+            experiment_group=delta.experiment_group, period_start=delta.period_start,
+            is_control=delta.is_control, event_type=delta.event_type,
+            window_end=delta.window_end, triggered=delta.triggered, volume=delta.volume,
+            propensity=delta.propensity, sum_squares=delta.sum_squares,
+        )

@@ -22,26 +22,23 @@ from typing import Any, NamedTuple
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
-from pyspark.sql.pandas.types import to_arrow_schema
 
-from spark_jobs.contracts.tables import TABLE_FRAUD_ALERTS
 from spark_jobs.contracts.topics import TOPIC_FRAUD_ALERTS
 from spark_jobs.fraud.core.changelog import LoggedStore
 from spark_jobs.fraud.core.engine import FraudEngine
+from spark_jobs.fraud.core.output_rows import (
+    ARROW_OUTPUT_SCHEMA,
+    KIND_RULE,
+    arrival_order,
+    output_fields,
+)
 from spark_jobs.fraud.jobs.background_snapshots import BackgroundSnapshots
 from spark_jobs.fraud.jobs.engine_state_files import EngineStateFiles
-from spark_jobs.fraud.jobs.fraud_rules import FraudAlertsSink, alert_key
-from spark_jobs.fraud.processors.shard_processor import (
-    KIND_RULE,
-    OUTPUT_SCHEMA,
-    arrival_order,
-    output_row,
-)
+from spark_jobs.fraud.jobs.fraud_rules import NAME, FraudAlertsSink, alert_key
 from spark_jobs.settings import Settings
 from spark_jobs.streaming.checkpoint import batch_watermark_ms
 from spark_jobs.streaming.kafka.producer import Publisher
 
-ARROW_OUTPUT_SCHEMA = to_arrow_schema(OUTPUT_SCHEMA)
 DRIVER_SHARD = 0
 FULL_COLLECTION_EVERY = 2_000  # batches: ~15 min at 2 batches/s, well past any p99
 
@@ -79,8 +76,7 @@ class FraudDriverSink(FraudAlertsSink):
 
     def __init__(self, settings: Settings) -> None:
         super().__init__(settings)
-        self.settings = settings
-        self.checkpoint = settings.lake.checkpoint("fraud_rules")
+        self.checkpoint = settings.lake.checkpoint(NAME)
         self._files: EngineStateFiles | None = None
         self._snapshots: BackgroundSnapshots | None = None
         self._engine: FraudEngine | None = None
@@ -88,6 +84,8 @@ class FraudDriverSink(FraudAlertsSink):
         self._applied: int | None = None  # the batch the in-memory state is the state after
         self._snapshot_of = -1
         self._cleanup_at: int | None = None
+        self._sent_alerts: Publisher | None = None  # of the batch being delivered
+        self._changes = b""  # its state changes, persisted just before its commit
 
     @property
     def files(self) -> EngineStateFiles:
@@ -132,7 +130,7 @@ class FraudDriverSink(FraudAlertsSink):
         # Only the first batch of a process can be a replay (a failed batch ends the query),
         # so the table's log is read for it alone, not on every batch of the hot path.
         continuing = self._applied == batch_id - 1 and self._engine is not None
-        if not continuing and self.outputs.committed(TABLE_FRAUD_ALERTS, batch_id):
+        if not continuing and self.outputs.committed(self.marker, batch_id):
             self._state_after(batch_id)  # its change file was written before that commit
             return
         engine = self._state_after(batch_id - 1)
@@ -142,15 +140,22 @@ class FraudDriverSink(FraudAlertsSink):
         alerts = Publisher(self.outputs.producer, TOPIC_FRAUD_ALERTS)
         outputs = self.evaluate(engine, table, watermark, alerts)
         assert self._store is not None
-        changes = self._store.take_changes()
+        self._sent_alerts, self._changes = alerts, self._store.take_changes()
         self._applied = None  # until the change file is written, memory is ahead of disk
-
-        def persist() -> None:
-            self.files.write_changes(batch_id, changes)
-            self._applied = batch_id
-
-        self.deliver(outputs, batch_id, before_commit=persist, sent_alerts=alerts)
+        self.deliver(outputs, batch_id)
         settle_garbage_collector(batch_id)
+
+    def publish_alerts(self, alerts: pa.Table) -> None:
+        """The alerts went out as they were found (in this order): await their delivery."""
+        assert self._sent_alerts is not None
+        self._sent_alerts.flush()
+
+    def commit(self, table: pa.Table, batch_id: int) -> None:
+        """The batch's state changes first: once `fraud_alerts` says the batch is done, a
+        restart rebuilds the state after it from the files."""
+        self.files.write_changes(batch_id, self._changes)
+        self._applied = batch_id
+        super().commit(table, batch_id)
 
     def close(self) -> None:
         """Let a snapshot in flight finish (and publish it) before the job ends."""
@@ -174,7 +179,7 @@ class FraudDriverSink(FraudAlertsSink):
             else:
                 outputs = engine.on_transaction(row.value, watermark, now_ms)
             for output in outputs:
-                found.append(output_row(DRIVER_SHARD, output, row).asDict())
+                found.append(output_fields(DRIVER_SHARD, output, row))
                 if alerts is not None and output.kind == "alert":
                     last = found[-1]
                     alerts.send(alert_key(last["rule_id"], last["transaction_id"]), output.value)

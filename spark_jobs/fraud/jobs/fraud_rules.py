@@ -11,14 +11,11 @@ eventTime) decides which transactions are late; cleanup timers follow it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from spark_jobs.contracts.tables import FRAUD_ALERTS, TABLE_DEAD_LETTERS, TABLE_FRAUD_ALERTS
+from spark_jobs.contracts.tables import FRAUD_ALERTS, TABLE_FRAUD_ALERTS
 from spark_jobs.contracts.topics import (
     TOPIC_CURRENT_RULES,
     TOPIC_FRAUD_ALERTS,
@@ -26,18 +23,14 @@ from spark_jobs.contracts.topics import (
     TOPIC_RULES,
     TOPIC_TRANSACTIONS,
 )
+from spark_jobs.fraud.core.output_rows import KIND_RULE, KIND_TRANSACTION
 from spark_jobs.fraud.processors.shard_placement import shard_keys
-from spark_jobs.fraud.processors.shard_processor import (
-    KIND_RULE,
-    KIND_TRANSACTION,
-    OUTPUT_SCHEMA,
-    FraudShardProcessor,
-)
+from spark_jobs.fraud.processors.shard_processor import OUTPUT_SCHEMA, FraudShardProcessor
 from spark_jobs.settings import Settings
-from spark_jobs.streaming.batch_outputs import BatchOutputs
+from spark_jobs.streaming.batch_outputs import BatchSink, rows_of_kind
 from spark_jobs.streaming.checkpoint import recorded_conf
 from spark_jobs.streaming.event_time import with_event_time
-from spark_jobs.streaming.kafka.producer import Publisher, produce_all
+from spark_jobs.streaming.kafka.producer import produce_all
 from spark_jobs.streaming.kafka.source import read_topic
 
 NAME = "fraud_rules"
@@ -104,10 +97,6 @@ def alert_key(rule_id: int | None, transaction_id: str | None) -> str:
     return f"{rule_id}:{transaction_id}"
 
 
-def _of_kind(table: pa.Table, kind: str) -> pa.Table:
-    return table.filter(pc.equal(table["kind"], kind))
-
-
 def _first_per_source(table: pa.Table) -> pa.Table:
     """One row per causing message: broadcast messages produce the same output per shard."""
     if table.num_rows == 0:
@@ -123,51 +112,53 @@ def _renamed(table: pa.Table, value_name: str) -> pa.Table:
     return table.rename_columns([value_name if n == "value" else n for n in table.column_names])
 
 
-class FraudAlertsSink:
+def _in_arrival_order(outputs: pa.Table) -> pa.Table:
+    return outputs.sort_by([*ARRIVAL, ("rule_id", "ascending")])
+
+
+class FraudAlertsSink(BatchSink[pa.Table]):
     """foreachBatch: alerts, rule errors, exported rules to their topics; dead letters; then
     `fraud_alerts`, whose commit marks the batch done for a replay."""
 
+    marker = TABLE_FRAUD_ALERTS
+    compact_in_background = True
+
     def __init__(self, settings: Settings) -> None:
-        self.outputs = BatchOutputs(settings, NAME)
+        super().__init__(settings, NAME)
 
-    def __call__(self, batch: DataFrame, batch_id: int) -> None:
-        table = batch.toArrow()  # always run the plan: its state stores must commit on replay
-        if self.outputs.committed(TABLE_FRAUD_ALERTS, batch_id):
-            return
-        self.deliver(table, batch_id)
-
-    def deliver(self, table: pa.Table, batch_id: int,
-                before_commit: Callable[[], None] | None = None,
-                sent_alerts: Publisher | None = None) -> None:
-        """Publish the engine outputs of one batch; `before_commit` runs just before the
-        `fraud_alerts` commit that marks the batch done. `sent_alerts`: the batch's alerts
-        were already sent as they were found (in this order), only their delivery is awaited."""
+    def publish(self, table: pa.Table) -> None:
         producer = self.outputs.producer
-        alerts = _of_kind(table, "alert").sort_by([*ARRIVAL, ("rule_id", "ascending")])
-        if sent_alerts is not None:
-            sent_alerts.flush()
-        else:
-            keys = [alert_key(r, t) for r, t in zip(alerts["rule_id"].to_pylist(),
-                                                    alerts["transaction_id"].to_pylist(),
-                                                    strict=True)]
-            produce_all(producer, TOPIC_FRAUD_ALERTS, keys, alerts["value"].to_pylist())
-        errors = _first_per_source(_of_kind(table, "rule_error"))
+        self.publish_alerts(_in_arrival_order(rows_of_kind(table, "alert")))
+        errors = _first_per_source(rows_of_kind(table, "rule_error"))
         produce_all(producer, TOPIC_RULE_ERRORS, [None] * errors.num_rows,
                     errors["value"].to_pylist())
-        exported = _of_kind(table, "current_rule").sort_by([*ARRIVAL, ("rule_id", "ascending")])
+        exported = _in_arrival_order(rows_of_kind(table, "current_rule"))
         # one key, so one partition: a consumer reads an export in ruleId order
         produce_all(producer, TOPIC_CURRENT_RULES, [TOPIC_CURRENT_RULES] * exported.num_rows,
                     exported["value"].to_pylist())
-        dead = _first_per_source(_of_kind(table, "dead_letter"))
-        if dead.num_rows:
-            self.outputs.dead_letters(_renamed(dead, "raw_value").drop(["kind"]), batch_id)
-        if before_commit is not None:
-            before_commit()
+
+    def publish_alerts(self, alerts: pa.Table) -> None:
+        """The batch's alerts to `alerts`, keyed by rule and transaction."""
+        keys = [alert_key(r, t) for r, t in zip(alerts["rule_id"].to_pylist(),
+                                                alerts["transaction_id"].to_pylist(),
+                                                strict=True)]
+        produce_all(self.outputs.producer, TOPIC_FRAUD_ALERTS, keys, alerts["value"].to_pylist())
+
+    def dead_rows(self, table: pa.Table) -> pa.Table:
+        """Unusable transactions, once (a broadcast one is dead in every shard)."""
+        return _renamed(_first_per_source(rows_of_kind(table, "dead_letter")), "raw_value")
+
+    def commit(self, table: pa.Table, batch_id: int) -> None:
         if table.num_rows:  # a batch without outputs needs no marker: its replay sends nothing
+            alerts = _in_arrival_order(rows_of_kind(table, "alert"))
             rows = _renamed(alerts, "alert").select(FRAUD_ALERTS_SCHEMA.names)
             self.outputs.append(TABLE_FRAUD_ALERTS, rows.cast(FRAUD_ALERTS_SCHEMA), batch_id)
-        self.outputs.maybe_compact(batch_id, (TABLE_FRAUD_ALERTS, TABLE_DEAD_LETTERS),
-                                   background=True)
 
-    def close(self) -> None:
-        self.outputs.close()
+
+def sink(spark: SparkSession, settings: Settings) -> FraudAlertsSink:
+    """The engine in the driver's sink (`fraud.state: driver`) or only publishing (spark)."""
+    if settings.fraud.state == "driver":
+        from spark_jobs.fraud.jobs.fraud_driver import FraudDriverSink
+
+        return FraudDriverSink(settings)
+    return FraudAlertsSink(settings)

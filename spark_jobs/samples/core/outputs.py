@@ -12,9 +12,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spark_jobs.samples.core.records import Engagement, Source, View
+from spark_jobs.streaming.lake.dead_letters import LATE, DeadLetter
 
-# Dead-letter reasons added by the join (the parser adds `malformed` and `unknown_signal`).
-LATE = "late"
+__all__ = ["LATE", "NO_VIEW", "OUTSIDE_WINDOW", "VIEW_MISMATCH", "DeadLetter", "Orphan", "Sample",
+           "StepResult", "make_sample"]
+
+# Dead-letter reasons added by the join (the parser adds `malformed` and `unknown_signal`;
+# `late` is every job's).
 VIEW_MISMATCH = "view_mismatch"
 # Orphan reasons.
 NO_VIEW = "no_view"
@@ -62,15 +66,6 @@ class Orphan:
 
     engagement: Engagement
     reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class DeadLetter:
-    """A record the join cannot use, with its received text (None for a null value)."""
-
-    reason: str
-    raw: str | None
-    source: Source
 
 
 @dataclass(slots=True)

@@ -13,6 +13,8 @@ by sample_id: a replayed or re-delivered sample is never written twice.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import pyarrow as pa
 from confluent_kafka import Producer
 from deltalake import DeltaTable
@@ -21,7 +23,6 @@ from pyspark.sql import functions as F
 
 from spark_jobs.contracts.tables import (
     ORPHAN_ENGAGEMENTS,
-    TABLE_DEAD_LETTERS,
     TABLE_ORPHAN_ENGAGEMENTS,
     TABLE_TRAINING_SAMPLES,
     TRAINING_SAMPLES,
@@ -31,7 +32,6 @@ from spark_jobs.contracts.topics import TOPIC_ENGAGEMENTS, TOPIC_TRAINING_SAMPLE
 from spark_jobs.samples.core.joiner import JoinParameters
 from spark_jobs.samples.encoding.sample_avro import SampleEncoder
 from spark_jobs.samples.processors.join_processor import (
-    KIND_DEAD,
     KIND_DUPLICATES,
     KIND_ORPHAN,
     KIND_SAMPLE,
@@ -39,10 +39,11 @@ from spark_jobs.samples.processors.join_processor import (
     output_schema,
 )
 from spark_jobs.settings import ConfigError, Settings
-from spark_jobs.streaming.batch_outputs import BatchOutputs, rows_of_kind
+from spark_jobs.streaming.batch_outputs import BatchSink, rows_of_kind
 from spark_jobs.streaming.event_time import with_event_time
 from spark_jobs.streaming.kafka.producer import make_producer, produce_all
 from spark_jobs.streaming.kafka.source import read_topic
+from spark_jobs.streaming.lake.dead_letters import KIND_DEAD
 from spark_jobs.streaming.lake.delta import insert_new_once, table_exists
 
 NAME = "training_samples"
@@ -86,14 +87,22 @@ def build(spark: SparkSession, settings: Settings) -> DataFrame:
     )
 
 
-class TrainingSamplesSink:
+class SampleBatch(NamedTuple):
+    """A batch's outputs, and its samples in publishing order (by user, then ts)."""
+
+    table: pa.Table
+    samples: pa.Table
+
+
+class TrainingSamplesSink(BatchSink[SampleBatch]):
     """foreachBatch: samples to the topic (Avro, keyed by user_id, in ts order per user),
     dead letters, orphans, then the samples into `training_samples`, whose commit marks the
     batch done for a replay."""
 
+    marker = TABLE_TRAINING_SAMPLES
+
     def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self.outputs = BatchOutputs(settings, NAME)
+        super().__init__(settings, NAME)
         samples = settings.samples
         self.encoder = SampleEncoder(samples.signals, defaults={"window_ms": samples.window_ms})
         self.schema = training_samples(samples.signals).arrow_schema()
@@ -123,37 +132,42 @@ class TrainingSamplesSink:
                 self.settings.kafka, **{"compression.type": self.settings.samples.compression})
         return self._producer
 
-    def __call__(self, batch: DataFrame, batch_id: int) -> None:
-        table = batch.toArrow()  # always run the plan: its state stores must commit on replay
-        if self.outputs.committed(TABLE_TRAINING_SAMPLES, batch_id):
-            return
+    def collect(self, batch: DataFrame) -> SampleBatch:
+        table = super().collect(batch)
         samples = rows_of_kind(table, KIND_SAMPLE).select(list(SAMPLE_FIELDS))
-        samples = samples.sort_by([("user_id", "ascending"), ("ts", "ascending"),
-                                   ("sample_id", "ascending")])
-        self.publish(samples)
-        self.outputs.dead_letters(rows_of_kind(table, KIND_DEAD), batch_id)
+        return SampleBatch(table, samples.sort_by([("user_id", "ascending"), ("ts", "ascending"),
+                                                   ("sample_id", "ascending")]))
+
+    def publish(self, collected: SampleBatch) -> None:
+        """Avro samples keyed by user_id: one consumer sees all of a user's samples in order."""
+        samples = collected.samples
+        if samples.num_rows == 0:
+            return
+        encode = self.encoder.encode
+        values = [encode(sample) for sample in samples.to_pylist()]
+        keys = [str(user) for user in samples["user_id"].to_pylist()]
+        produce_all(self.producer, TOPIC_TRAINING_SAMPLES, keys, values)
+
+    def dead_rows(self, collected: SampleBatch) -> pa.Table:
+        return super().dead_rows(collected.table)
+
+    def commit(self, collected: SampleBatch, batch_id: int) -> None:
+        table = collected.table
         orphans = rows_of_kind(table, KIND_ORPHAN)
         if orphans.num_rows:
             self.outputs.append(TABLE_ORPHAN_ENGAGEMENTS,
                                 orphans.select(ORPHAN_SCHEMA.names).cast(ORPHAN_SCHEMA), batch_id)
         if table.num_rows:  # a batch without outputs needs no marker: its replay sends nothing
             insert_new_once(self.outputs.table_uri(TABLE_TRAINING_SAMPLES),
-                            samples.cast(self.schema), TRAINING_SAMPLES.primary_key,
+                            collected.samples.cast(self.schema), TRAINING_SAMPLES.primary_key,
                             self.outputs.app_id, batch_id)
-        self.outputs.maybe_compact(
-            batch_id, (TABLE_TRAINING_SAMPLES, TABLE_ORPHAN_ENGAGEMENTS, TABLE_DEAD_LETTERS))
-
-    def publish(self, samples: pa.Table) -> int:
-        """Avro samples keyed by user_id: one consumer sees all of a user's samples in order."""
-        if samples.num_rows == 0:
-            return 0
-        encode = self.encoder.encode
-        values = [encode(sample) for sample in samples.to_pylist()]
-        keys = [str(user) for user in samples["user_id"].to_pylist()]
-        return produce_all(self.producer, TOPIC_TRAINING_SAMPLES, keys, values)
 
     def close(self) -> None:
         if self._producer is not None:
             self._producer.flush(30)
-            self._producer: Producer | None = None
-        self.outputs.close()
+            self._producer = None
+        super().close()
+
+
+def sink(spark: SparkSession, settings: Settings) -> TrainingSamplesSink:
+    return TrainingSamplesSink(settings)

@@ -14,7 +14,6 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from pyspark.sql import Row
-from pyspark.sql.streaming.stateful_processor import TimerValues
 from pyspark.sql.types import (
     IntegerType,
     LongType,
@@ -31,7 +30,6 @@ from spark_jobs.samples.core.joiner import (
     add_records,
     advance,
 )
-from spark_jobs.samples.core.outputs import DeadLetter
 from spark_jobs.samples.core.records import (
     MALFORMED,
     Engagement,
@@ -42,8 +40,9 @@ from spark_jobs.samples.core.records import (
     parse_view,
 )
 from spark_jobs.streaming.blob_state import BlobStateProcessor
+from spark_jobs.streaming.lake.dead_letters import DeadLetter, origin_columns
 
-KIND_SAMPLE, KIND_ORPHAN, KIND_DEAD, KIND_DUPLICATES = "sample", "orphan", "dead", "duplicates"
+KIND_SAMPLE, KIND_ORPHAN, KIND_DUPLICATES = "sample", "orphan", "duplicates"
 
 
 def labels_type(signals: Sequence[str]) -> StructType:
@@ -77,36 +76,6 @@ def output_schema(signals: Sequence[str]) -> StructType:
     )
 
 
-_EMPTY = dict.fromkeys(
-    ("sample_id", "view_id", "user_id", "post_id", "ts", "context", "labels", "signal", "topic",
-     "partition", "offset", "kafka_timestamp", "key", "raw_value", "reason", "count")
-)
-
-
-def _origin(source: Source) -> dict[str, Any]:
-    return {"topic": source.topic, "partition": source.partition, "offset": source.offset,
-            "kafka_timestamp": source.kafka_timestamp, "key": source.key}
-
-
-def result_rows(result: StepResult) -> Iterator[Row]:
-    """One output row per sample, orphan and dead letter of a step (and the duplicate count)."""
-    for sample in result.samples:
-        yield Row(**{**_EMPTY, "kind": KIND_SAMPLE, "sample_id": sample.sample_id,
-                     "view_id": sample.view_id, "user_id": sample.user_id,
-                     "post_id": sample.post_id, "ts": sample.ts, "context": sample.context,
-                     "labels": Row(**dict(sample.labels)), **_origin(sample.source)})
-    for orphan in result.orphans:
-        e = orphan.engagement
-        yield Row(**{**_EMPTY, "kind": KIND_ORPHAN, "view_id": e.view_id, "user_id": e.user_id,
-                     "post_id": e.post_id, "ts": e.ts, "signal": e.signal,
-                     **_origin(e.source), "raw_value": e.raw, "reason": orphan.reason})
-    for dead in result.dead_letters:
-        yield Row(**{**_EMPTY, "kind": KIND_DEAD, **_origin(dead.source),
-                     "raw_value": dead.raw, "reason": dead.reason})
-    if result.duplicate_views:
-        yield Row(**{**_EMPTY, "kind": KIND_DUPLICATES, "count": result.duplicate_views})
-
-
 def parsed(rows: Iterable[Any], signals: Sequence[str]) -> list[View | Engagement | Rejected]:
     """The domain records of a key's rows (the topic says which parser)."""
     records: list[View | Engagement | Rejected] = []
@@ -124,41 +93,53 @@ class SampleJoinProcessor(BlobStateProcessor):
     """Views and engagements of one user -> samples once their window closed."""
 
     def __init__(self, params: JoinParameters) -> None:
+        super().__init__(output_schema(params.signals))
         self.params = params
 
-    def handleInputRows(
-        self, key: Any, rows: Iterator[Row], timerValues: TimerValues
-    ) -> Iterator[Row]:
-        watermark = timerValues.getCurrentWatermarkInMs()
+    def unkeyed(self, rows: Iterable[Any]) -> Iterator[Row]:
+        """No integer user_id: the parser says why, nothing is kept."""
+        for record in parsed(rows, self.params.signals):
+            yield self.dead_letter(_rejected(record))
+
+    def on_rows(self, key: Any, rows: Iterator[Row], watermark_ms: int) -> Iterator[Row]:
         records = parsed(rows, self.params.signals)
-        if key[0] is None:  # no integer user_id: the parser says why, nothing is kept
-            result = StepResult()
-            result.dead_letters.extend(_rejected(records))
-            yield from result_rows(result)
-            return
         payload, timer = self.state.load()
         user = UserJoinState.from_bytes(payload) if payload is not None else UserJoinState()
-        result = add_records(user, records, watermark, self.params)
-        result.extend(advance(user, watermark, self.params))
-        self.state.save(user, timer, watermark)
-        yield from result_rows(result)
+        result = add_records(user, records, watermark_ms, self.params)
+        result.extend(advance(user, watermark_ms, self.params))
+        self.state.save(user, timer, watermark_ms)
+        yield from self.result_rows(result)
 
-    def handleExpiredTimer(
-        self, key: Any, timerValues: TimerValues, expiredTimerInfo: Any
-    ) -> Iterator[Row]:
-        watermark = timerValues.getCurrentWatermarkInMs()
+    def on_timer(self, key: Any, watermark_ms: int) -> Iterator[Row]:
         payload, timer = self.state.load()
         if payload is None:
             return
         user = UserJoinState.from_bytes(payload)
-        result = advance(user, watermark, self.params)
-        self.state.save(user, timer, watermark)
-        yield from result_rows(result)
+        result = advance(user, watermark_ms, self.params)
+        self.state.save(user, timer, watermark_ms)
+        yield from self.result_rows(result)
+
+    def result_rows(self, result: StepResult) -> Iterator[Row]:
+        """One output row per sample, orphan and dead letter of a step (and the duplicate
+        count)."""
+        for sample in result.samples:
+            yield self.row(KIND_SAMPLE, sample_id=sample.sample_id, view_id=sample.view_id,
+                           user_id=sample.user_id, post_id=sample.post_id, ts=sample.ts,
+                           context=sample.context, labels=Row(**dict(sample.labels)),
+                           **origin_columns(sample.source))
+        for orphan in result.orphans:
+            e = orphan.engagement
+            yield self.row(KIND_ORPHAN, view_id=e.view_id, user_id=e.user_id,
+                           post_id=e.post_id, ts=e.ts, signal=e.signal,
+                           **origin_columns(e.source), raw_value=e.raw, reason=orphan.reason)
+        for dead in result.dead_letters:
+            yield self.dead_letter(dead)
+        if result.duplicate_views:
+            yield self.row(KIND_DUPLICATES, count=result.duplicate_views)
 
 
-def _rejected(records: Iterable[View | Engagement | Rejected]) -> Iterator[DeadLetter]:
-    for record in records:
-        if isinstance(record, Rejected):
-            yield DeadLetter(record.reason, record.raw, record.source)
-        else:  # parsed fine, yet Spark found no integer user_id: cannot be keyed
-            yield DeadLetter(MALFORMED, record.raw or None, record.source)
+def _rejected(record: View | Engagement | Rejected) -> DeadLetter:
+    if isinstance(record, Rejected):
+        return DeadLetter(record.reason, record.raw, record.source)
+    # parsed fine, yet Spark found no integer user_id: cannot be keyed
+    return DeadLetter(MALFORMED, record.raw or None, record.source)

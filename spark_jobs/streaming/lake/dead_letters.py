@@ -7,7 +7,9 @@ message that is not even UTF-8 still gets stored (undecodable bytes are replaced
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any, Protocol
 
 import pyarrow as pa
 
@@ -66,3 +68,68 @@ def dead_letter_rows(
 def empty_dead_letters() -> pa.Table:
     """A table with no rows and the dead-letter schema (e.g. to create the table)."""
     return DEAD_LETTER_SCHEMA.empty_table()
+
+
+# -- one dead letter, as every system builds it ------------------------------------------------
+LATE = "late"  # the reason of a record behind the watermark, in every job
+KIND_DEAD = "dead"  # the `kind` of a dead-letter row in a processor's output
+DEAD_LETTER_COLUMNS = ("topic", "partition", "offset", "kafka_timestamp", "key", "raw_value",
+                       "reason")  # what a job's output row carries for the table, per record
+
+
+class Origin(Protocol):
+    """Where a record came from: its Kafka coordinates (e.g. samples.core.records.Source)."""
+
+    @property
+    def topic(self) -> str | None: ...
+    @property
+    def partition(self) -> int | None: ...
+    @property
+    def offset(self) -> int | None: ...
+    @property
+    def kafka_timestamp(self) -> int | None: ...
+    @property
+    def key(self) -> str | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaOrigin:
+    """The coordinates of a row of the Kafka source (its `kafka_*` columns)."""
+
+    topic: str | None
+    partition: int | None
+    offset: int | None
+    kafka_timestamp: int | None
+    key: str | None
+
+    @classmethod
+    def of(cls, row: Any) -> KafkaOrigin:
+        return cls(row.kafka_topic, row.kafka_partition, row.kafka_offset, row.kafka_timestamp,
+                   row.kafka_key)
+
+
+def origin_columns(origin: Origin) -> dict[str, Any]:
+    """The coordinate columns of an output row (dead letters, and what else keeps them)."""
+    return {"topic": origin.topic, "partition": origin.partition, "offset": origin.offset,
+            "kafka_timestamp": origin.kafka_timestamp, "key": origin.key}
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """A record a job cannot use: why, its received (or decoded) text, where it came from.
+    Pure data, so a domain core can emit it; processors turn it into output columns."""
+
+    reason: str
+    raw: str | None
+    source: Origin
+
+    def columns(self) -> dict[str, Any]:
+        """The DEAD_LETTER_COLUMNS of this record."""
+        return {**origin_columns(self.source), "raw_value": self.raw, "reason": self.reason}
+
+
+def dead_letter_table(job: str, rows: pa.Table, recorded_at: datetime | None = None
+                      ) -> pa.Table:
+    """A job's dead rows (any table with DEAD_LETTER_COLUMNS) as `dead_letters` rows."""
+    columns = {name: rows[name].to_pylist() for name in DEAD_LETTER_COLUMNS}
+    return dead_letter_rows(job, **columns, recorded_at=recorded_at)

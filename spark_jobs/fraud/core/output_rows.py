@@ -1,0 +1,73 @@
+"""The row shape of the engine's outputs in a micro-batch, the same in both state modes.
+
+The sharded path emits these rows from transformWithState (processors/shard_processor), the
+driver path builds them in its sink (jobs/fraud_driver), and one sink publishes either
+(jobs/fraud_rules). Each row carries the coordinates of the message that caused it, so the
+sink can put outputs in arrival order and drop the copies a broadcast message produces in
+every shard. Declared once, in Arrow; the Spark adapter derives its schema from it.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import pyarrow as pa
+
+from spark_jobs.fraud.core.outputs import Output
+
+KIND_RULE = "rule"
+KIND_TRANSACTION = "transaction"
+ARROW_OUTPUT_SCHEMA = pa.schema(
+    [
+        # kind: alert, rule_error, current_rule or dead_letter; value: the text for its topic
+        pa.field("kind", pa.string(), nullable=False),
+        pa.field("value", pa.string()),
+        pa.field("shard", pa.int32(), nullable=False),
+        pa.field("rule_id", pa.int64()),
+        pa.field("grouping_key", pa.string()),
+        pa.field("aggregate", pa.string()),  # exact decimal text
+        pa.field("limit", pa.string()),
+        pa.field("transaction_id", pa.string()),
+        pa.field("event_time", pa.int64()),
+        pa.field("alert_time", pa.int64()),
+        pa.field("reason", pa.string()),
+        pa.field("topic", pa.string()),
+        pa.field("partition", pa.int32()),
+        pa.field("offset", pa.int64()),
+        pa.field("kafka_timestamp", pa.int64()),
+        pa.field("key", pa.string()),
+    ]
+)
+
+
+def arrival_order(row: Any) -> tuple[int, int, str, int, int]:
+    """Kafka time, a rule before a transaction on ties, then topic, partition, offset."""
+    return (row.kafka_timestamp, 0 if row.kind == KIND_RULE else 1, row.kafka_topic,
+            row.kafka_partition, row.kafka_offset)
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    return str(value) if isinstance(value, Decimal | int | str) else None
+
+
+def output_fields(shard: int, output: Output, source: Any) -> dict[str, Any]:
+    """One output as a row of ARROW_OUTPUT_SCHEMA; `source` is the input row that caused
+    it (its `kafka_*` coordinates)."""
+    data = output.data
+    event = data.get("triggeringEvent") if output.kind == "alert" else None
+    return {
+        "kind": output.kind, "value": output.value, "shard": shard,
+        "rule_id": data.get("ruleId") if isinstance(data.get("ruleId"), int) else None,
+        "grouping_key": data.get("groupingKey"), "aggregate": _text(data.get("aggregate")),
+        "limit": _text(data.get("limit")),
+        "transaction_id": None if event is None else _text(event.get("transactionId")),
+        "event_time": None if event is None else event.get("eventTime"),
+        "alert_time": data.get("alertTime"),
+        "reason": data.get("reason") or data.get("error"),
+        "topic": source.kafka_topic, "partition": source.kafka_partition,
+        "offset": source.kafka_offset, "kafka_timestamp": source.kafka_timestamp,
+        "key": source.kafka_key,
+    }
