@@ -2,6 +2,6 @@
 fraud-detection demo on Spark.
 
 `core` is the pure engine (rules, dynamic keys, windows, exact aggregates), `processors` its
-Spark state adapters, `jobs` the streaming job, `admin` the `tideline rules` commands and
-`traffic` the synthetic transactions.
+Spark state adapters, `jobs` the streaming job, `admin` the `tideline rules` commands,
+`shadow` the offline check of the job's alerts and `traffic` the synthetic transactions.
 """

@@ -1,11 +1,14 @@
-"""`tideline rules`: fraud rules for people (add, pause, activate, delete, list)."""
+"""`tideline rules`: fraud rules for people (add, pause, activate, delete, list) and the offline
+check of a day's alerts (check)."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 from pathlib import Path
 
-from spark_jobs.config.cli_args import UsageError
+from spark_jobs.config.cli_args import UsageError, add_day_arguments, manual_run_id
 from spark_jobs.settings import Settings
 
 
@@ -43,9 +46,24 @@ def cmd_rules(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def cmd_rules_check(args: argparse.Namespace, settings: Settings) -> int:
+    """Compare one day's fraud_alerts with the replay of the topics through the pure engine."""
+    from spark_jobs.control.submit import ALERTED_EXIT
+    from spark_jobs.fraud.shadow.run import RulesCheckFailed, check_day
+
+    try:
+        summary = check_day(settings, args.date, manual_run_id(args.run_id), args.run_url)
+    except RulesCheckFailed as failed:
+        print(f"tideline: {failed}", file=sys.stderr)
+        return ALERTED_EXIT
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
 def register(commands: argparse._SubParsersAction) -> None:
     """Add `tideline rules` to `tideline`."""
-    rules = commands.add_parser("rules", help="fraud rules: add, pause, activate, delete, list")
+    rules = commands.add_parser(
+        "rules", help="fraud rules: add, pause, activate, delete, list, check")
     rules_commands = rules.add_subparsers(dest="action", required=True, metavar="ACTION")
     add = rules_commands.add_parser("add", help="publish a rule (JSON text or @FILE)")
     add.add_argument("rule", help="the rule's JSON (the Flink demo's form) or @FILE")
@@ -58,3 +76,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     listing.add_argument("--alerts", type=int, default=10, help="how many alerts (default 10)")
     for command in rules_commands.choices.values():
         command.set_defaults(func=cmd_rules)
+    check = rules_commands.add_parser(
+        "check", help="compare a day's fraud_alerts with a replay of the topics through the "
+        "engine (exit 3 when they disagree, after alerting)")
+    add_day_arguments(check, run_url=True)
+    check.set_defaults(func=cmd_rules_check)

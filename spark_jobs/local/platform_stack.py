@@ -43,7 +43,7 @@ from spark_jobs.settings import EMBEDDED_BROKER_PORT, Settings, build_settings, 
 
 DAG_IDS = (
     "daily_validation", "experiment_guardrails", "maintenance", "ramp_snapshot", "streaming_jobs",
-    "training_samples_shadow",
+    "training_samples_shadow", "fraud_rules_shadow",
 )
 EVENT_TIME_LAG = datetime.timedelta(minutes=6)
 DEFAULT_USERS = 10_000

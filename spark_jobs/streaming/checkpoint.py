@@ -30,6 +30,13 @@ def batch_watermark_ms(checkpoint: str, batch_id: int) -> int:
     return int(json.loads(lines[1]).get("batchWatermarkMs", 0))
 
 
+def batch_end_offsets(checkpoint: str, batch_id: int) -> list[dict[str, int]]:
+    """Each source's end offsets of `batch_id` as its offset log entry recorded them (the
+    source's own JSON, in the query's source order; {} for a source without offsets)."""
+    lines = _read(checkpoint, f"offsets/{batch_id}").splitlines()[2:]
+    return [json.loads(line) if line.startswith("{") else {} for line in lines]
+
+
 def query_id(checkpoint: str) -> str:
     """The id Spark gave the query when this checkpoint was created."""
     return str(json.loads(_read(checkpoint, "metadata"))["id"])

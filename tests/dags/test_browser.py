@@ -1,5 +1,5 @@
 """A person's path through the Airflow UI, in headless Chromium: log in with the generated
-password, see the six DAGs, trigger `daily_validation` from its page, watch the run succeed,
+password, see the seven DAGs, trigger `daily_validation` from its page, watch the run succeed,
 open the run's Validation tab (the Tideline plugin) with its Data Docs links. Screenshots of
 each step go to test-artifacts/ at the repo root.
 
@@ -26,7 +26,7 @@ CHROME_ARGS = (
 )
 DAG_IDS = (
     "daily_validation", "experiment_guardrails", "maintenance", "ramp_snapshot", "streaming_jobs",
-    "training_samples_shadow",
+    "training_samples_shadow", "fraud_rules_shadow",
 )
 UI_TIMEOUT_S = 30
 RUN_TIMEOUT_S = 300

@@ -15,8 +15,8 @@ CASES = ("single_ramp", "multi_ramp_in_first_period", "ramps_after_first_period"
 def test_every_dag_imports_without_errors(dag_structure):
     assert dag_structure["import_errors"] == {}
     assert sorted(dag_structure["dags"]) == [
-        "daily_validation", "experiment_guardrails", "maintenance", "ramp_snapshot",
-        "streaming_jobs", "training_samples_shadow",
+        "daily_validation", "experiment_guardrails", "fraud_rules_shadow", "maintenance",
+        "ramp_snapshot", "streaming_jobs", "training_samples_shadow",
     ]
 
 
@@ -79,6 +79,19 @@ def test_training_samples_shadow_waits_for_the_day_then_compares(dag_structure):
     }
 
 
+def test_fraud_rules_shadow_waits_for_the_day_then_compares(dag_structure):
+    dag = dag_structure["dags"]["fraud_rules_shadow"]
+    assert (dag["timetable"], dag["cron"], dag["timezone"], dag["catchup"]) == (
+        "CronDataIntervalTimetable", "0 0 * * *", "UTC", True,
+    )
+    assert dag["start_date"] == "2026-01-01T00:00:00+00:00"  # validation.start_date
+    assert dag["params"] == ["day"]
+    assert dag["tasks"] == {
+        "wait_for_alerts": {"upstream": [], "trigger_rule": "all_success"},
+        "compare": {"upstream": ["wait_for_alerts"], "trigger_rule": "all_success"},
+    }
+
+
 def test_maintenance_compacts_before_vacuum(dag_structure):
     dag = dag_structure["dags"]["maintenance"]
     assert (dag["cron"], dag["catchup"]) == ("0 3 * * *", False)
@@ -97,5 +110,6 @@ def test_a_config_error_is_a_clear_dag_import_error(cli_airflow, tmp_path):
     env = {**cli_airflow.env, "TIDELINE_CONFIG": str(broken)}
     errors = describe_dags(env, tmp_path / "dags.json")["import_errors"]
     assert sorted(path.rsplit("/", 1)[-1] for path in errors) == [
-        "daily_validation.py", "streaming_jobs.py", "training_samples_shadow.py"]
+        "daily_validation.py", "fraud_rules_shadow.py", "streaming_jobs.py",
+        "training_samples_shadow.py"]
     assert all("experiments.window: 15 has no unit" in e for e in errors.values())
