@@ -112,7 +112,7 @@ def _print_summary(queries: dict[str, Any], settings: Settings) -> None:
 def run_demo(settings: Settings, rate: float = 2000.0, seconds: float | None = None) -> int:
     from spark_jobs.experiments.admin.metadata import add_ramps, read_ramps
     from spark_jobs.experiments.admin.snapshot import publish_snapshot
-    from spark_jobs.experiments.traffic import TrafficSpec, live_traffic_producer, produce
+    from spark_jobs.experiments.traffic import TrafficSpec, start_live_traffic
     from spark_jobs.local.broker import EmbeddedBroker
     from spark_jobs.streaming.progress import ProgressFileListener
     from spark_jobs.streaming.runner import start_job
@@ -142,13 +142,7 @@ def run_demo(settings: Settings, rate: float = 2000.0, seconds: float | None = N
         publisher = threading.Thread(target=publish_forever, name="snapshot", daemon=True)
         publisher.start()
 
-        generator = threading.Thread(
-            target=produce, name="generator", daemon=True,
-            kwargs={"spec": spec, "settings": settings, "rate": rate, "progress": False,
-                    "loop": True, "stop_event": stop,
-                "producer": live_traffic_producer(settings)},
-        )
-        generator.start()
+        generator = start_live_traffic(spec, settings, rate, stop)
 
         spark = build_session(settings, app_name="tideline-demo")
         stack.callback(spark.stop)

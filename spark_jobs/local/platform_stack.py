@@ -234,7 +234,7 @@ def _start_and_wait(settings: Settings, users: int, seconds: float | None, stack
     stop after Airflow so that the streaming_jobs DAG cannot start them again.
     """
     from spark_jobs.experiments.admin.snapshot import publish_for_run
-    from spark_jobs.experiments.traffic import live_traffic_producer, produce
+    from spark_jobs.experiments.traffic import start_live_traffic
     from spark_jobs.local.broker import EmbeddedBroker
 
     if uses_embedded_broker(settings):
@@ -264,13 +264,7 @@ def _start_and_wait(settings: Settings, users: int, seconds: float | None, stack
 
     rate = realtime_rate(spec)
     stop = threading.Event()
-    generator = threading.Thread(
-        target=produce, name="generator", daemon=True,
-        kwargs={"spec": spec, "settings": settings, "rate": rate, "progress": False,
-                "loop": True, "stop_event": stop,
-                "producer": live_traffic_producer(settings)},
-    )
-    generator.start()
+    generator = start_live_traffic(spec, settings, rate, stop)
     stack.callback(_report_stopped, "traffic")
     stack.callback(generator.join, 30)
     stack.callback(stop.set)

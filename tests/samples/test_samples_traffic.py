@@ -29,6 +29,7 @@ from spark_jobs.samples.traffic import (
     produce_samples_traffic,
     traffic_mix,
 )
+from spark_jobs.settings import load_settings
 
 SIGNALS = ("like", "share", "comment", "favorite", "play", "skip")
 VIEW_KEYS = ("view_id", "user_id", "post_id", "ts")
@@ -214,6 +215,15 @@ def test_the_spec_rejects_nonsense():
         SamplesTrafficSpec(null_view_id_share=1.5)
     with pytest.raises(ValueError, match="window_ms"):
         SamplesTrafficSpec(window_ms=1000)
+
+
+def test_from_settings_uses_the_jobs_window_and_half_its_lateness():
+    settings = load_settings(environ={}, overrides={"samples": {"window": "20s",
+                                                                "lateness": "6s"}})
+    spec = SamplesTrafficSpec.from_settings(settings.samples, users=10)
+    assert (spec.window_ms, spec.max_disorder_ms, spec.users) == (20_000, 3_000, 10)
+    defaults = load_settings(environ={}).samples
+    assert SamplesTrafficSpec.from_settings(defaults) == SamplesTrafficSpec()
 
 
 class FakeProducer:

@@ -1,0 +1,78 @@
+"""Pure generation: transactions in id order, seeded (the same spec gives the same
+transactions, field for field), and their message text."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+
+from spark_jobs.fraud.traffic.spec import DEFAULT_SPEC, REGULARS, TransactionSpec
+from spark_jobs.streaming.traffic import DEFAULT_START_MS
+from spark_jobs.streaming.traffic.popularity import Popularity, cumulative, pick
+
+
+class _Draws:
+    """Draws of one spec, from one seeded random source: a payee pays one of its REGULARS
+    regular beneficiaries most of the time, so windows keyed by payee, by beneficiary and by
+    the pair all see repeats."""
+
+    def __init__(self, spec: TransactionSpec) -> None:
+        self.spec = spec
+        self.rng = random.Random(spec.seed)
+        self._types = [name for name, _ in spec.payment_types]
+        self._type_weights = cumulative(w for _, w in spec.payment_types)
+        self._mu = math.log(spec.amount_median)
+        shuffle = random.Random(spec.seed + 1)
+        self._payees = Popularity(range(1, spec.payees + 1), spec.skew, shuffle)
+        self._beneficiaries = Popularity(range(1, spec.beneficiaries + 1), spec.skew, shuffle)
+
+    def payee(self) -> int:
+        return self._payees.draw(self.rng)
+
+    def beneficiary(self, payee: int) -> int:
+        if self.rng.random() < self.spec.regular_share:
+            regular = self.rng.randrange(REGULARS)
+            index = (payee * 7919 + regular * 104_729) % self.spec.beneficiaries
+            return self._beneficiaries.ids[index]
+        return self._beneficiaries.draw(self.rng)
+
+    def amount(self) -> float:
+        value = self.rng.lognormvariate(self._mu, self.spec.amount_sigma)
+        return max(round(value, 2), 0.01)
+
+    def payment_type(self) -> str:
+        return self._types[pick(self._type_weights, self.rng)]
+
+
+def generate_transactions(
+    spec: TransactionSpec = DEFAULT_SPEC,
+    count: int | None = None,
+    start_ms: int = DEFAULT_START_MS,
+    rate_per_s: float = 1000.0,
+) -> Iterator[dict[str, Any]]:
+    """Transactions in id order; eventTime advances at rate_per_s from start_ms (the producer
+    replaces it with the wall clock). Endless when count is None."""
+    if rate_per_s <= 0:
+        raise ValueError(f"rate_per_s must be positive, got {rate_per_s}")
+    draws = _Draws(spec)
+    numbers = itertools.count() if count is None else range(count)
+    for index in numbers:
+        payee = draws.payee()
+        yield {
+            "transactionId": spec.first_id + index,
+            "eventTime": start_ms + int(index * 1000 / rate_per_s),
+            "payeeId": payee,
+            "beneficiaryId": draws.beneficiary(payee),
+            "paymentAmount": draws.amount(),
+            "paymentType": draws.payment_type(),
+        }
+
+
+def transaction_text(transaction: dict[str, Any]) -> bytes:
+    """The message value: compact JSON, amounts as their shortest decimal text (21.5)."""
+    return orjson.dumps(transaction)
