@@ -15,8 +15,8 @@ import pytest
 
 from spark_jobs.contracts.topics import TOPIC_RULES, TOPIC_TRANSACTIONS
 from spark_jobs.fraud.core.engine import FraudEngine, MemoryStore
+from spark_jobs.fraud.core.output_rows import KIND_RULE, KIND_TRANSACTION
 from spark_jobs.fraud.jobs.fraud_driver import FraudDriverSink, InputRow
-from spark_jobs.fraud.processors.shard_processor import KIND_RULE, KIND_TRANSACTION
 from spark_jobs.fraud.shadow.compare import decidable
 from spark_jobs.fraud.shadow.recompute import input_rows, replay
 from spark_jobs.fraud.shadow.watermark import spark_event_time, watermark_bounds

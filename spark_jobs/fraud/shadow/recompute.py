@@ -13,7 +13,7 @@ One thing an uncertain evaluation changes for later ones: whether a COUNT_WITH_R
 rule fired and cleared its key's window. There the replay follows the job's record (its
 alerts, `job_fired`): it clears the window when the job's rule fired, and keeps it when only
 the replay's did. Alerts come out in the `fraud_alerts` row shape, through the job's own
-`output_row`.
+`output_fields`.
 """
 
 from __future__ import annotations
@@ -32,15 +32,15 @@ from spark_jobs.fraud.core.keys import (
     grouping_key,
     parse_transaction,
 )
-from spark_jobs.fraud.core.rules import Rule, RuleError, parse_rule
-from spark_jobs.fraud.core.windows import window_loader
-from spark_jobs.fraud.jobs.fraud_driver import DRIVER_SHARD, InputRow
-from spark_jobs.fraud.processors.shard_processor import (
+from spark_jobs.fraud.core.output_rows import (
     KIND_RULE,
     KIND_TRANSACTION,
     arrival_order,
-    output_row,
+    output_fields,
 )
+from spark_jobs.fraud.core.rules import Rule, RuleError, parse_rule
+from spark_jobs.fraud.core.windows import window_loader
+from spark_jobs.fraud.jobs.fraud_driver import DRIVER_SHARD, InputRow
 from spark_jobs.fraud.shadow.certainty import Certainty
 from spark_jobs.fraud.shadow.watermark import watermark_bounds
 from spark_jobs.settings import FraudSettings
@@ -140,7 +140,7 @@ def replay(rows: Sequence[InputRow], fraud: FraudSettings,
         verdicts = certainty.judge(transaction, rules, bound)
         held = _hold_uncertain_resets(engine, transaction, rules, verdicts)
         outputs = engine.on_transaction(row.value, bound, row.kafka_timestamp)
-        alerts = [output_row(DRIVER_SHARD, o, row).asDict() for o in outputs if o.kind == "alert"]
+        alerts = [output_fields(DRIVER_SHARD, o, row) for o in outputs if o.kind == "alert"]
         where = (row.kafka_topic, row.kafka_partition, row.kafka_offset)
         _follow_job_resets(engine, transaction, held, {a["rule_id"] for a in alerts}, job_fired,
                            where)

@@ -23,7 +23,7 @@ from typing import Any
 
 from spark_jobs.contracts.records import MAX_TIME_MS
 from spark_jobs.fraud.core.keys import lenient_text
-from spark_jobs.fraud.processors.shard_processor import KIND_TRANSACTION
+from spark_jobs.fraud.core.output_rows import KIND_TRANSACTION
 
 FIELD = "eventTime"
 _INTEGER = re.compile(r"\s*[+-]?\d+\s*")
