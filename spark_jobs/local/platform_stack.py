@@ -37,14 +37,11 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from spark_jobs.control.orchestration.environment import DAG_IDS
 from spark_jobs.control.orchestration.standalone import AirflowStartError
 from spark_jobs.results.dashboard.server import DashboardServer, DashboardStartError
 from spark_jobs.settings import EMBEDDED_BROKER_PORT, Settings, build_settings, deep_merge
 
-DAG_IDS = (
-    "daily_validation", "experiment_guardrails", "maintenance", "ramp_snapshot", "streaming_jobs",
-    "training_samples_shadow", "fraud_rules_shadow",
-)
 EVENT_TIME_LAG = datetime.timedelta(minutes=6)
 DEFAULT_USERS = 10_000
 RAMP_CYCLES = 200  # traffic cycles (2 h each) with ramps: over two weeks of running

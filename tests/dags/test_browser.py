@@ -17,16 +17,14 @@ from collections.abc import Iterator
 import pytest
 from helpers.airflow_setup import ARTIFACTS
 
+from spark_jobs.control.orchestration.environment import DAG_IDS
+
 pytestmark = pytest.mark.airflow
 
 CHROMEDRIVER = "/usr/bin/chromedriver"
 CHROME_ARGS = (
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
     "--window-size=1400,1000",
-)
-DAG_IDS = (
-    "daily_validation", "experiment_guardrails", "maintenance", "ramp_snapshot", "streaming_jobs",
-    "training_samples_shadow", "fraud_rules_shadow",
 )
 UI_TIMEOUT_S = 30
 RUN_TIMEOUT_S = 300
