@@ -288,7 +288,7 @@ def source_probe(spark: Any, settings: Settings) -> dict[str, Any]:
     the shuffle and transformWithState. What is left of the plan's time is theirs."""
     from pyspark.sql import functions as F
 
-    from spark_jobs.streaming.kafka.batch_reader import read_topic_batch
+    from spark_jobs.streaming.kafka.source import read_topic_batch
 
     clock = Stopwatch()
     raw = read_topic_batch(spark, settings.kafka, (TOPIC_VIEWS, TOPIC_ENGAGEMENTS))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -14,6 +15,23 @@ import pytest
 from spark_jobs.settings import KafkaSettings, Settings, load_settings
 
 _counter = itertools.count()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Detach the root logger's stream handlers bound to pytest's captured output.
+
+    Airflow sets up logging when a test first imports it (the e-mail alert channel), with a
+    handler on the stream that was sys.stdout then: pytest's capture file, closed after this
+    hook. A record logged later, at interpreter exit (py4j's finalizers log), would end in
+    "--- Logging error ---"; without the handler a warning still reaches the real stderr.
+    """
+    root = logging.getLogger()
+    real = (sys.__stdout__, sys.__stderr__)
+    for handler in list(root.handlers):
+        if (isinstance(handler, logging.StreamHandler)
+                and not isinstance(handler, logging.FileHandler)
+                and handler.stream not in real):
+            root.removeHandler(handler)
 
 
 @pytest.fixture(scope="session")

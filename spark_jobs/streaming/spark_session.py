@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import sys
@@ -15,7 +16,8 @@ ROCKSDB_PROVIDER = (
 )
 
 BASE_CONF: dict[str, str] = {
-    # The checkpoint fixes the shuffle width; 200 costs ~10 s per stateful micro-batch here.
+    # The checkpoint fixes the shuffle width; with Spark's 200 every stateful micro-batch
+    # runs 200 tasks, each opening its state store, whatever the batch's size.
     "spark.sql.shuffle.partitions": "2",
     "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
     "spark.sql.session.timeZone": "UTC",
@@ -29,16 +31,29 @@ BASE_CONF: dict[str, str] = {
 
 # Checkpoints on the local file system: Spark's default (FileContext) checkpoint file manager
 # creates every offset and commit file, and its .crc, with an explicit permission, which
-# Hadoop without its native library applies by forking `chmod`: ~40 ms of each of the two
+# Hadoop without its native library applies by forking `chmod`, most of the time of the two
 # log writes of every micro-batch. The FileSystem-based manager writes and renames plain
-# files (atomic on a local file system): 41 -> 13 ms and 36 -> 11 ms per batch (measured).
-# (The raw local file system would save 7 ms more, but RocksDB state stores need the
-# checksummed LocalFileSystem.) Object stores keep Spark's defaults.
+# files (atomic on a local file system), several times faster (BENCHMARKS.md, "a shorter
+# micro-batch cycle"). (The raw local file system would be a little faster still, but RocksDB
+# state stores need the checksummed LocalFileSystem.) Object stores keep Spark's defaults.
 LOCAL_CHECKPOINT_CONF: dict[str, str] = {
     "spark.sql.streaming.checkpointFileManagerClass":
         "org.apache.spark.sql.execution.streaming.checkpointing."
         "FileSystemBasedCheckpointFileManager",
 }
+
+
+def quiet_py4j() -> None:
+    """Keep py4j's INFO lines out of the logs unless someone configured its logger.
+
+    py4j logs every call from the JVM into Python (each foreachBatch, each listener event) at
+    INFO, and again from its connections' finalizers at interpreter exit, after the stream a
+    handler writes to may be closed (pytest's capture, bound to the root logger by Airflow's
+    logging setup): "--- Logging error ---" then follows the run. Its warnings still pass.
+    """
+    py4j = logging.getLogger("py4j")
+    if py4j.level == logging.NOTSET:
+        py4j.setLevel(logging.WARNING)
 
 
 def is_local_path(location: str) -> bool:
@@ -49,6 +64,7 @@ def is_local_path(location: str) -> bool:
 
 def build_session(settings: Settings, app_name: str = "tideline") -> SparkSession:
     """Create (or reuse) the session; Python workers run the interpreter that runs us."""
+    quiet_py4j()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")

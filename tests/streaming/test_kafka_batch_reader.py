@@ -14,10 +14,11 @@ from spark_jobs.streaming.kafka.batch_reader import (
     batch_options,
     offsets_for_time,
     plan_ranges,
-    read_topic_batch,
 )
+from spark_jobs.streaming.kafka.options import SOURCE_NAME, SourceOptionError
 from spark_jobs.streaming.kafka.producer import make_producer, produce_all
-from spark_jobs.streaming.kafka.source import SOURCE_NAME, SourceOptionError, source_schema
+from spark_jobs.streaming.kafka.schema import source_schema
+from spark_jobs.streaming.kafka.source import read_topic_batch
 
 BASE_TS = 1_767_225_600_000
 pytestmark = [pytest.mark.integration, pytest.mark.kafka]

@@ -17,20 +17,14 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from spark_jobs.contracts.records import EVENT, SPECS, RecordError
 from spark_jobs.settings import KafkaSettings
 from spark_jobs.streaming.kafka.admin import end_offsets, ensure_topics
+from spark_jobs.streaming.kafka.options import SourceOptionError, SourceOptions
 from spark_jobs.streaming.kafka.producer import make_producer, produce_all
 from spark_jobs.streaming.kafka.range_consumers import RangeConsumers
-from spark_jobs.streaming.kafka.source import (
-    KafkaRange,
-    RangeReadError,
-    SourceOptionError,
-    SourceOptions,
-    TidelineKafkaStreamReader,
-    arrow_schema,
-    read_range,
-    read_topic,
-    source_schema,
-    split_limit,
-)
+from spark_jobs.streaming.kafka.range_reader import read_range
+from spark_jobs.streaming.kafka.ranges import KafkaRange, RangeReadError
+from spark_jobs.streaming.kafka.schema import arrow_schema, source_schema
+from spark_jobs.streaming.kafka.source import read_topic
+from spark_jobs.streaming.kafka.stream_reader import TidelineKafkaStreamReader, split_limit
 
 pytestmark = pytest.mark.integration
 
@@ -177,7 +171,7 @@ def test_a_worker_reads_its_ranges_with_kept_consumers_and_every_range_exactly(
     pool = RangeConsumers(max_idle=1)
 
     def offsets(start: int, stop: int, of: int = partition) -> list[int]:
-        with mock.patch("spark_jobs.streaming.kafka.source.WORKER_CONSUMERS", pool):
+        with mock.patch("spark_jobs.streaming.kafka.range_reader.WORKER_CONSUMERS", pool):
             batches = list(read_range(options, KafkaRange(topic, of, start, stop)))
         return [o for b in batches for o in b.column("kafka_offset").to_pylist()]
 

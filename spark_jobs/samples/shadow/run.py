@@ -33,8 +33,8 @@ from spark_jobs.samples.shadow.recompute import recompute_samples
 from spark_jobs.settings import Settings
 from spark_jobs.streaming.checkpoint import committed_watermark_ms
 from spark_jobs.streaming.kafka.admin import TopicNotFoundError, partitions_of
-from spark_jobs.streaming.kafka.batch_reader import read_topic_batch
-from spark_jobs.streaming.kafka.source import RAW_SCHEMA
+from spark_jobs.streaming.kafka.schema import RAW_SCHEMA
+from spark_jobs.streaming.kafka.source import read_topic_batch
 from spark_jobs.streaming.lake.delta import read_arrow, table_exists
 
 CASE = "training_samples"

@@ -156,7 +156,8 @@ FRESH_FETCH_TIMEOUT_S = 2.0
 
 def planning_consumer(kafka: KafkaSettings) -> Consumer:
     """A consumer a streaming source keeps for its planning (end offsets, event-time probes):
-    creating and closing one per call costs 5-60 ms each, several times per micro-batch."""
+    creating and closing one per call pays the connection and metadata again, several times
+    per micro-batch."""
     # librdkafka otherwise backs off a whole second once its small queue holds one batch
     return offsets_consumer(kafka, **{"fetch.queue.backoff.ms": 1, "fetch.error.backoff.ms": 10})
 

@@ -17,27 +17,20 @@ replaced by a scan of the partition's timestamps, so both brokers give the same 
 
 from __future__ import annotations
 
-import json
 import logging
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, TopicPartition
-from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from spark_jobs.settings import KafkaSettings
 from spark_jobs.streaming.kafka.admin import beginning_offsets, end_offsets, offsets_consumer
-from spark_jobs.streaming.kafka.source import (
-    SOURCE_NAME,
-    KafkaRange,
-    SourceOptionError,
-    SourceOptions,
-    read_range,
-    register,
-)
+from spark_jobs.streaming.kafka.options import SOURCE_NAME, SourceOptionError, SourceOptions
+from spark_jobs.streaming.kafka.range_reader import read_range
+from spark_jobs.streaming.kafka.ranges import KafkaRange
 
 LOG = logging.getLogger(__name__)
 STARTING_TIMESTAMP = "startingTimestamp"
@@ -229,25 +222,3 @@ def _scan(
         return end
     finally:
         consumer.unassign()
-
-
-def read_topic_batch(
-    spark: SparkSession,
-    kafka: KafkaSettings,
-    topic: str | Sequence[str],
-    record: str | Sequence[str] | None = None,
-    start_ms: int | None = None,
-    end_ms: int | None = None,
-) -> DataFrame:
-    """A batch DataFrame of one or several topics, optionally bounded by Kafka timestamps."""
-    options = {
-        "bootstrap": kafka.bootstrap,
-        "topic": topic if isinstance(topic, str) else ",".join(topic),
-        "client": json.dumps(kafka.client),
-        "record": (record if isinstance(record, str) else ",".join(record)) if record else "",
-        STARTING_TIMESTAMP: "" if start_ms is None else str(start_ms),
-        ENDING_TIMESTAMP: "" if end_ms is None else str(end_ms),
-    }
-    batch_options(options)  # fail here, with the option's name, rather than in a worker
-    register(spark)
-    return spark.read.format(SOURCE_NAME).options(**options).load()

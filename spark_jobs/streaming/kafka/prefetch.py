@@ -1,12 +1,12 @@
 """The prefetching reader of `tideline_kafka` (option `prefetch=true`), for low-latency jobs.
 
 A plain Python streaming source plans offset ranges on the driver, then Spark runs a task per
-range in a Python worker that fetches the records again: ~80 ms of fixed cost per micro-batch
-before any record is read (task scheduling, the worker round trip, Arrow back to the JVM),
-~140 ms per batch in the fraud job, its largest single cost. The planner process already tails
-every partition (kafka/tail_index.py); here it also keeps the records, and Spark's "simple"
-reader protocol lets the planner hand a batch's records to the JVM with the plan: one read
-on the driver, no task in a Python worker (measured: trivial source 113 -> 45 ms per batch).
+range in a Python worker that fetches the records again: a fixed cost per micro-batch before
+any record is read (task scheduling, the worker round trip, Arrow back to the JVM), the
+largest single cost of the fraud job's batch. The planner process already tails every
+partition (kafka/tail_index.py); here it also keeps the records, and Spark's "simple" reader
+protocol lets the planner hand a batch's records to the JVM with the plan: one read on the
+driver, no task in a Python worker, a much shorter batch (BENCHMARKS.md, 2026-11-23).
 
 Same offsets, limits, event-time alignment and exactly-once as the ranged reader: `read`
 plans with the same planner, then takes each range's records from the tail index, or fetches
@@ -24,13 +24,11 @@ import pyarrow as pa
 from pyspark.sql.datasource import SimpleDataSourceStreamReader
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
-from spark_jobs.streaming.kafka.source import (
-    KafkaRange,
-    SourceOptions,
-    TidelineKafkaStreamReader,
-    decoded_batches,
-    read_range,
-)
+from spark_jobs.streaming.kafka.decoding import decoded_batches
+from spark_jobs.streaming.kafka.options import SourceOptions
+from spark_jobs.streaming.kafka.range_reader import read_range
+from spark_jobs.streaming.kafka.ranges import KafkaRange
+from spark_jobs.streaming.kafka.stream_reader import TidelineKafkaStreamReader
 
 
 class TidelineKafkaPrefetchReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow):

@@ -2,7 +2,7 @@
 
 Spark reuses its Python workers from task to task, and a streaming query reads each partition
 again every micro-batch. A new consumer per range paid the connection, metadata and broker
-handshake on every batch (tens of ms of a low-latency job's cycle); a kept consumer is
+handshake on every batch (a noticeable share of a low-latency job's cycle); a kept consumer is
 assigned to the new range's start and only fetches. Kept consumers are unassigned: idle,
 they would poll the broker every `fetch.wait.max.ms`.
 """

@@ -2,10 +2,10 @@
 
 Planning a micro-batch asked Kafka for every partition's end (metadata, ListOffsets, a fetch
 to prove the high watermark fresh on Tansu) and for the event times of records at the planned
-cuts: ~115 ms per batch, a quarter of a low-latency job's whole cycle. This index does that
-work in a background thread of the planner process instead: one consumer assigned to every
-partition, reading from the tail, so a planner reads the ends and the recent records' event
-times from memory.
+cuts: round trips that made up a good part of a low-latency job's cycle (BENCHMARKS.md,
+"a shorter micro-batch cycle"). This index does that work in a background thread of the
+planner process instead: one consumer assigned to every partition, reading from the tail, so
+a planner reads the ends and the recent records' event times from memory.
 
 With `keep_records` it also keeps the records themselves from the moment it reached the tail,
 so a reader in the same process (the prefetching source, see kafka/prefetch.py) hands a

@@ -1,0 +1,112 @@
+"""Kafka messages of one partition into Arrow batches of the source's columns.
+
+Raw reads copy key and value; with a record spec each value is decoded here (orjson, through
+the spec) and a message that does not decode becomes an error row with the reason and the raw
+text: nothing is ever dropped. Both readers use it: the ranged one on what it fetched, the
+prefetching one on what the tail index kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+from confluent_kafka import Message
+
+from spark_jobs.contracts.records import RecordError, RecordSpec
+from spark_jobs.streaming.kafka.options import SourceOptions
+from spark_jobs.streaming.kafka.ranges import KafkaRange
+from spark_jobs.streaming.kafka.schema import META_NAMES, arrow_schema
+
+BATCH_ROWS = 10_000  # rows per Arrow batch handed to Spark
+
+
+def decoded_batches(
+    options: SourceOptions, part: KafkaRange, messages: list[Message]
+) -> Iterator[pa.RecordBatch]:
+    """Arrow batches (of at most BATCH_ROWS) of messages already fetched from one partition."""
+    schema = arrow_schema(options.record)
+    spec = options.spec_of(part.topic)
+    decode = _raw_batch if spec is None else _record_batch
+    for first in range(0, len(messages), BATCH_ROWS):
+        yield decode(messages[first:first + BATCH_ROWS], part, spec, schema)
+
+
+def _meta_columns(
+    messages: list[Message],
+) -> tuple[list[str | None], list[int], list[int | None]]:
+    """Key text, offset and message timestamp (ms; null if the broker has none) per message."""
+    keys: list[str | None] = []
+    offsets: list[int] = []
+    stamps: list[int | None] = []
+    for message in messages:
+        key = message.key()
+        keys.append(None if key is None else key.decode("utf-8", "replace"))
+        offsets.append(message.offset())
+        kind, stamp = message.timestamp()
+        stamps.append(stamp if kind else None)
+    return keys, offsets, stamps
+
+
+def _constant_columns(part: KafkaRange, rows: int) -> list[pa.Array]:
+    return [
+        pa.array([part.topic] * rows, pa.string()),
+        pa.array([part.partition] * rows, pa.int32()),
+    ]
+
+
+def _raw_batch(
+    messages: list[Message], part: KafkaRange, spec: RecordSpec | None, schema: pa.Schema
+) -> pa.RecordBatch:
+    keys, offsets, stamps = _meta_columns(messages)
+    values = [message.value() for message in messages]
+    arrays = [
+        pa.array(keys, pa.string()),
+        pa.array(values, pa.binary()),
+        *_constant_columns(part, len(messages)),
+        pa.array(offsets, pa.int64()),
+        pa.array(stamps, pa.int64()),
+    ]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _record_batch(
+    messages: list[Message], part: KafkaRange, spec: RecordSpec | None, schema: pa.Schema
+) -> pa.RecordBatch:
+    assert spec is not None
+    decode = spec.decode
+    empty = (None,) * len(spec.fields)
+    rows: list[tuple[Any, ...]] = []
+    failures: dict[int, tuple[str, str | None]] = {}
+    for index, message in enumerate(messages):
+        value = message.value()
+        try:
+            rows.append(decode(value))
+        except RecordError as exc:
+            rows.append(empty)
+            raw = None if value is None else value.decode("utf-8", "replace")
+            failures[index] = (str(exc), raw)
+    columns = list(zip(*rows, strict=True))
+    keys, offsets, stamps = _meta_columns(messages)
+    errors: list[str | None] = [None] * len(messages)
+    raws: list[str | None] = [None] * len(messages)
+    for index, (reason, raw) in failures.items():
+        errors[index] = reason
+        raws[index] = raw
+    by_name = dict(zip(spec.field_names, columns, strict=True))
+    nulls = [None] * len(messages)
+    arrays = [
+        pa.array(by_name.get(field.name, nulls), field.type)
+        for field in schema
+        if field.name not in META_NAMES
+    ]
+    arrays += [
+        pa.array(keys, pa.string()),
+        *_constant_columns(part, len(messages)),
+        pa.array(offsets, pa.int64()),
+        pa.array(stamps, pa.int64()),
+        pa.array(errors, pa.string()),
+        pa.array(raws, pa.string()),
+    ]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)

@@ -1,0 +1,170 @@
+"""The options of the `tideline_kafka` source, validated once on the driver.
+
+Spark hands a data source a case-insensitive map of strings; every reader (streaming, prefetch,
+batch) parses it into `SourceOptions`, whose errors name the option to fix. The offset keys of
+a plan (`p` for one topic, `topic/p` for several) are derived here too, so the planners and
+the readers agree on them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from spark_jobs.contracts.records import SPECS, RecordSpec
+from spark_jobs.settings import KafkaSettings
+
+SOURCE_NAME = "tideline_kafka"
+STARTING = ("earliest", "latest")
+DEFAULT_READ_TIMEOUT_MS = 120_000
+# A topic read together with others that has had nothing new for this long stops holding the
+# others back (Flink's "idleness"); safe while it is well below the watermark's lateness.
+DEFAULT_IDLE_TIMEOUT_MS = 30_000
+
+
+class SourceOptionError(ValueError):
+    """An option of the tideline_kafka source is missing or invalid."""
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """The validated options of one tideline_kafka source."""
+
+    bootstrap: str
+    topic: str
+    client: dict[str, Any]
+    record: str | None = None
+    max_records_per_trigger: int | None = None
+    starting: str = "earliest"
+    read_timeout_ms: int = DEFAULT_READ_TIMEOUT_MS
+    idle_timeout_ms: int = DEFAULT_IDLE_TIMEOUT_MS
+    prefetch: bool = False
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> SourceOptions:
+        """Validate Spark's (case-insensitive) option map; SourceOptionError names the option."""
+
+        def get(name: str) -> str | None:
+            value = options.get(name)
+            return None if value is None or str(value).strip() == "" else str(value).strip()
+
+        bootstrap, topic = get("bootstrap"), get("topic")
+        for name, value in (("bootstrap", bootstrap), ("topic", topic)):
+            if value is None:
+                raise SourceOptionError(f"{SOURCE_NAME}: option {name!r} is required")
+        try:
+            client = json.loads(get("client") or "{}")
+        except json.JSONDecodeError as exc:
+            raise SourceOptionError(f"{SOURCE_NAME}: option 'client' is not JSON: {exc}") from None
+        if not isinstance(client, dict):
+            raise SourceOptionError(f"{SOURCE_NAME}: option 'client' must be a JSON object")
+        record = get("record")
+        topics = [t.strip() for t in topic.split(",") if t.strip()]  # type: ignore[union-attr]
+        if record is not None:
+            names = [r.strip() for r in record.split(",")]
+            unknown = [r for r in names if r not in SPECS]
+            if unknown:
+                known = ", ".join(sorted(SPECS))
+                raise SourceOptionError(
+                    f"{SOURCE_NAME}: unknown record {unknown[0]!r} (known: {known})"
+                )
+            if len(names) not in (1, len(topics)):
+                raise SourceOptionError(
+                    f"{SOURCE_NAME}: give one record spec, or one per topic ({len(topics)})"
+                )
+        prefetch = (get("prefetch") or "false").lower()
+        if prefetch not in ("true", "false"):
+            raise SourceOptionError(
+                f"{SOURCE_NAME}: prefetch must be true or false, got {prefetch!r}"
+            )
+        starting = (get("startingOffsets") or "earliest").lower()
+        if starting not in STARTING:
+            raise SourceOptionError(
+                f"{SOURCE_NAME}: startingOffsets must be earliest or latest, got {starting!r}"
+            )
+        return cls(
+            bootstrap=bootstrap,  # type: ignore[arg-type]
+            topic=topic,  # type: ignore[arg-type]
+            client=client,
+            record=record,
+            max_records_per_trigger=_positive(get("maxRecordsPerTrigger"), "maxRecordsPerTrigger"),
+            starting=starting,
+            read_timeout_ms=_positive(get("readTimeoutMs"), "readTimeoutMs")
+            or DEFAULT_READ_TIMEOUT_MS,
+            idle_timeout_ms=_positive(get("idleTimeoutMs"), "idleTimeoutMs")
+            or DEFAULT_IDLE_TIMEOUT_MS,
+            prefetch=prefetch == "true",
+        )
+
+    @property
+    def topics(self) -> tuple[str, ...]:
+        """The topics read together (comma-separated `topic` option)."""
+        return tuple(t.strip() for t in self.topic.split(",") if t.strip())
+
+    @property
+    def records(self) -> tuple[str, ...] | None:
+        """Spec name per topic, aligned with `topics` (one name applies to every topic)."""
+        if not self.record:
+            return None
+        names = tuple(r.strip() for r in self.record.split(","))
+        return names * len(self.topics) if len(names) == 1 else names
+
+    def spec_of(self, topic: str) -> RecordSpec | None:
+        records = self.records
+        return None if records is None else SPECS[records[self.topics.index(topic)]]
+
+    def key(self, topic: str, partition: int | str) -> str:
+        """Offset key of a partition: `p` for one topic, `topic/p` for several."""
+        return str(partition) if len(self.topics) == 1 else f"{topic}/{partition}"
+
+    def split_key(self, key: str) -> tuple[str, int]:
+        if len(self.topics) == 1:
+            return self.topics[0], int(key)
+        topic, _, partition = key.rpartition("/")
+        return topic, int(partition)
+
+    @property
+    def kafka(self) -> KafkaSettings:
+        return KafkaSettings(bootstrap=self.bootstrap, client=self.client, partitions=1)
+
+    def as_spark_options(self) -> dict[str, str]:
+        out = {
+            "bootstrap": self.bootstrap,
+            "topic": self.topic,
+            "client": json.dumps(self.client),
+            "startingOffsets": self.starting,
+            "readTimeoutMs": str(self.read_timeout_ms),
+            "idleTimeoutMs": str(self.idle_timeout_ms),
+            "prefetch": str(self.prefetch).lower(),
+        }
+        if self.record:
+            out["record"] = self.record
+        if self.max_records_per_trigger:
+            out["maxRecordsPerTrigger"] = str(self.max_records_per_trigger)
+        return out
+
+
+def topic_options(
+    kafka: KafkaSettings, topic: str | Sequence[str], record: str | Sequence[str] | None
+) -> dict[str, str]:
+    """The options naming the cluster, the topics and their record specs, as Spark takes them."""
+    return {
+        "bootstrap": kafka.bootstrap,
+        "topic": topic if isinstance(topic, str) else ",".join(topic),
+        "client": json.dumps(kafka.client),
+        "record": (record if isinstance(record, str) else ",".join(record)) if record else "",
+    }
+
+
+def _positive(text: str | None, name: str) -> int | None:
+    if text is None:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise SourceOptionError(f"{SOURCE_NAME}: {name} must be a positive integer, got {text!r}")
+    return value
