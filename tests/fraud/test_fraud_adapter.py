@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from spark_jobs.fraud.core.engine import FraudEngine, MemoryStore
 from spark_jobs.fraud.core.output_rows import arrival_order
-from spark_jobs.fraud.jobs.fraud_rules import _first_per_source
+from spark_jobs.fraud.jobs.alerts_sink import _first_per_source
 from spark_jobs.fraud.processors.shard_processor import output_row
 
 

@@ -32,9 +32,9 @@ from spark_jobs.fraud.core.output_rows import (
     arrival_order,
     output_fields,
 )
+from spark_jobs.fraud.jobs.alerts_sink import NAME, FraudAlertsSink, alert_key
 from spark_jobs.fraud.jobs.background_snapshots import BackgroundSnapshots
 from spark_jobs.fraud.jobs.engine_state_files import EngineStateFiles
-from spark_jobs.fraud.jobs.fraud_rules import NAME, FraudAlertsSink, alert_key
 from spark_jobs.settings import Settings
 from spark_jobs.streaming.checkpoint import batch_watermark_ms
 from spark_jobs.streaming.kafka.producer import Publisher

@@ -37,7 +37,7 @@ from spark_jobs.control.monitor.lag import partition_of
 from spark_jobs.control.validation_results import CheckOutcome, store_results
 from spark_jobs.experiments.core.batch_metrics import day_bounds_ms
 from spark_jobs.experiments.validation.readiness import iso_ms
-from spark_jobs.fraud.jobs.fraud_rules import NAME as JOB
+from spark_jobs.fraud.jobs.alerts_sink import NAME as JOB
 from spark_jobs.fraud.shadow.compare import AlertReport, compare_alerts, decidable, in_day
 from spark_jobs.fraud.shadow.recompute import (
     ALERT_FIELDS,
