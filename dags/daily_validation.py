@@ -94,7 +94,7 @@ def daily_validation() -> None:
         from spark_jobs.control.orchestration.reports import validation_report
 
         settings = load_settings()
-        text, summary = validation_report(settings, run_day(context), context["run_id"])
+        text, summary = validation_report(settings, run_day(context), context["run_id"], CASES)
         print(text)
         if not summary["success"]:
             raise RuntimeError(f"validation of {summary['day']} failed: see the table above")
