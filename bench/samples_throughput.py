@@ -4,7 +4,7 @@ A fresh broker is pre-loaded with `--views` views and their engagements from the
 generator (spark_jobs.samples.traffic.generate_traffic: Kafka order is event order shuffled
 within `--max-disorder`, Kafka timestamp = event time), then one clock view of a bench-only
 user, window + lateness after the last event time, so that the watermark passes every
-window (as tests/integration/test_training_samples_job.py does). For each `--limits` value
+window (as tests/samples/test_training_samples_job.py does). For each `--limits` value
 (jobs.max_records_per_trigger; a fresh broker, lake and Spark session each) the job starts
 as the runner starts it (start_job, available-now trigger) and runs until it stops, i.e.
 until every view's sample is out. Its sink is wrapped to time the plan (`toArrow()`: source

@@ -21,48 +21,21 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from airflow.sdk import (
-    CronDataIntervalTimetable,
-    Param,
-    PokeReturnValue,
-    TriggerRule,
-    dag,
-    task,
-)
+from airflow.sdk import TriggerRule, task
 
 from spark_jobs.control.orchestration.callbacks import alert_on_failure
-from spark_jobs.control.orchestration.runs import DAY_PARAM, run_day, run_url, validation_start
+from spark_jobs.control.orchestration.dag_shapes import daily_dag, wait_for_day_closed
+from spark_jobs.control.orchestration.runs import run_day, run_url
 from spark_jobs.experiments.validation.cases import CASES
 from spark_jobs.settings import load_settings
 
 
-@dag(
-    dag_id="daily_validation",
-    schedule=CronDataIntervalTimetable("@daily", timezone="UTC"),
-    start_date=validation_start(load_settings()),
-    catchup=True,
-    max_active_runs=1,
-    dagrun_timeout=timedelta(hours=3),
-    default_args={"retries": 1, "retry_delay": timedelta(minutes=2)},
-    params={
-        DAY_PARAM: Param(
-            None, type=["null", "string"], format="date",
-            description="Day to validate (YYYY-MM-DD); empty: the run's own day",
-        )
-    },
-    tags=["tideline"],
-    doc_md=__doc__,
-)
+@daily_dag("daily_validation", __doc__, "validate",
+           default_args={"retries": 1, "retry_delay": timedelta(minutes=2)})
 def daily_validation() -> None:
-    @task.sensor(poke_interval=60, timeout=6 * 3600, mode="reschedule",
-                 on_failure_callback=alert_on_failure)
-    def wait_for_day_closed(**context: Any) -> PokeReturnValue:
-        """Wait until the streaming job has closed the day's last window (its watermark)."""
-        from spark_jobs.experiments.validation.readiness import day_closed
-
-        ready, why = day_closed(load_settings(), run_day(context))
-        print(why)
-        return PokeReturnValue(is_done=ready)
+    day_closed = wait_for_day_closed(
+        "wait_for_day_closed", "spark_jobs.experiments.validation.readiness",
+        "Wait until the streaming job has closed the day's last window (its watermark).")
 
     # one spark-submit at a time: backfills run up to 10 days at once on 2 cores otherwise
     @task(max_active_tis_per_dag=1, on_failure_callback=alert_on_failure)
@@ -101,7 +74,7 @@ def daily_validation() -> None:
         return summary
 
     checks = [validate.override(task_id=f"validate_{case}")(case) for case in CASES]
-    wait_for_day_closed() >> recompute() >> checks >> report()
+    day_closed >> recompute() >> checks >> report()
 
 
 daily_validation()

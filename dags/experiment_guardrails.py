@@ -10,24 +10,14 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from airflow.sdk import dag, task
+from airflow.sdk import task
 
-from spark_jobs.control.orchestration.callbacks import alert_on_failure
-from spark_jobs.control.orchestration.runs import EPOCH, run_url
+from spark_jobs.control.orchestration.dag_shapes import periodic_dag
+from spark_jobs.control.orchestration.runs import run_url
 
 
-@dag(
-    dag_id="experiment_guardrails",
-    schedule="*/5 * * * *",
-    start_date=EPOCH,
-    catchup=False,
-    max_active_runs=1,
-    dagrun_timeout=timedelta(minutes=5),
-    default_args={"retries": 1, "retry_delay": timedelta(seconds=20),
-                  "on_failure_callback": alert_on_failure},
-    tags=["tideline"],
-    doc_md=__doc__,
-)
+@periodic_dag("experiment_guardrails", __doc__, "*/5 * * * *", timeout=timedelta(minutes=5),
+              retries=1, retry_delay=timedelta(seconds=20))
 def experiment_guardrails() -> None:
     @task
     def check(**context: Any) -> list[dict[str, Any]]:

@@ -13,57 +13,13 @@ any range from `validation.start_date` on.
 
 from __future__ import annotations
 
-from datetime import timedelta
-from typing import Any
+from spark_jobs.control.orchestration.dag_shapes import daily_check_dag
 
-from airflow.sdk import CronDataIntervalTimetable, Param, PokeReturnValue, dag, task
-
-from spark_jobs.control.orchestration.callbacks import alert_on_failure
-from spark_jobs.control.orchestration.runs import DAY_PARAM, run_day, run_url, validation_start
-from spark_jobs.settings import load_settings
-
-
-@dag(
-    dag_id="fraud_rules_shadow",
-    schedule=CronDataIntervalTimetable("@daily", timezone="UTC"),
-    start_date=validation_start(load_settings()),
-    catchup=True,
-    max_active_runs=1,
-    dagrun_timeout=timedelta(hours=3),
-    params={
-        DAY_PARAM: Param(
-            None, type=["null", "string"], format="date",
-            description="Day to check (YYYY-MM-DD); empty: the run's own day",
-        )
-    },
-    tags=["tideline"],
-    doc_md=__doc__,
+fraud_rules_shadow = daily_check_dag(
+    "fraud_rules_shadow", __doc__,
+    wait_task_id="wait_for_alerts",
+    wait_doc="Wait until the streaming job has evaluated every transaction of the day.",
+    readiness="spark_jobs.fraud.shadow.run",
+    command=("rules", "check"),
+    title="fraud rules check",
 )
-def fraud_rules_shadow() -> None:
-    @task.sensor(poke_interval=60, timeout=6 * 3600, mode="reschedule",
-                 on_failure_callback=alert_on_failure)
-    def wait_for_alerts(**context: Any) -> PokeReturnValue:
-        """Wait until the streaming job has evaluated every transaction of the day."""
-        from spark_jobs.fraud.shadow.run import day_closed
-
-        ready, why = day_closed(load_settings(), run_day(context))
-        print(why)
-        return PokeReturnValue(is_done=ready)
-
-    @task(max_active_tis_per_dag=1, retries=0, on_failure_callback=alert_on_failure)
-    def compare(**context: Any) -> str:
-        """spark-submit the check; a mismatch alerts with its numbers (exit 3), any other
-        failure through the failure callback."""
-        from spark_jobs.control.submit import submit_cli
-
-        settings = load_settings()
-        day = run_day(context).isoformat()
-        submit_cli(settings, ["rules", "check", "--date", day, "--run-id",
-                              context["run_id"], "--run-url", run_url(settings, context)],
-                   f"tideline-rules-check-{day}", f"fraud rules check of {day}")
-        return day
-
-    wait_for_alerts() >> compare()
-
-
-fraud_rules_shadow()

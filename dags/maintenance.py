@@ -9,24 +9,14 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from airflow.sdk import dag, task
+from airflow.sdk import task
 
-from spark_jobs.control.orchestration.callbacks import alert_on_failure
-from spark_jobs.control.orchestration.runs import EPOCH
+from spark_jobs.control.orchestration.dag_shapes import periodic_dag
 
 
-@dag(
-    dag_id="maintenance",
-    schedule="0 3 * * *",  # after the daily validation, not racing it,
-    start_date=EPOCH,
-    catchup=False,
-    max_active_runs=1,
-    dagrun_timeout=timedelta(hours=2),
-    default_args={"retries": 1, "retry_delay": timedelta(minutes=5),
-                  "on_failure_callback": alert_on_failure},
-    tags=["tideline"],
-    doc_md=__doc__,
-)
+# after the daily validation, not racing it
+@periodic_dag("maintenance", __doc__, "0 3 * * *", timeout=timedelta(hours=2),
+              retries=1, retry_delay=timedelta(minutes=5))
 def maintenance() -> None:
     @task
     def compact_tables() -> dict[str, Any]:

@@ -11,24 +11,14 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from airflow.sdk import dag, task
+from airflow.sdk import task
 
-from spark_jobs.control.orchestration.callbacks import alert_on_failure
-from spark_jobs.control.orchestration.runs import EPOCH, as_of_ms
+from spark_jobs.control.orchestration.dag_shapes import periodic_dag
+from spark_jobs.control.orchestration.runs import as_of_ms
 
 
-@dag(
-    dag_id="ramp_snapshot",
-    schedule="*/5 * * * *",
-    start_date=EPOCH,
-    catchup=False,
-    max_active_runs=1,
-    dagrun_timeout=timedelta(minutes=5),
-    default_args={"retries": 2, "retry_delay": timedelta(seconds=20),
-                  "on_failure_callback": alert_on_failure},
-    tags=["tideline"],
-    doc_md=__doc__,
-)
+@periodic_dag("ramp_snapshot", __doc__, "*/5 * * * *", timeout=timedelta(minutes=5),
+              retries=2, retry_delay=timedelta(seconds=20))
 def ramp_snapshot() -> None:
     @task
     def publish(**context: Any) -> dict[str, Any]:

@@ -14,57 +14,13 @@ checks any range from `validation.start_date` on.
 
 from __future__ import annotations
 
-from datetime import timedelta
-from typing import Any
+from spark_jobs.control.orchestration.dag_shapes import daily_check_dag
 
-from airflow.sdk import CronDataIntervalTimetable, Param, PokeReturnValue, dag, task
-
-from spark_jobs.control.orchestration.callbacks import alert_on_failure
-from spark_jobs.control.orchestration.runs import DAY_PARAM, run_day, run_url, validation_start
-from spark_jobs.settings import load_settings
-
-
-@dag(
-    dag_id="training_samples_shadow",
-    schedule=CronDataIntervalTimetable("@daily", timezone="UTC"),
-    start_date=validation_start(load_settings()),
-    catchup=True,
-    max_active_runs=1,
-    dagrun_timeout=timedelta(hours=3),
-    params={
-        DAY_PARAM: Param(
-            None, type=["null", "string"], format="date",
-            description="Day to check (YYYY-MM-DD); empty: the run's own day",
-        )
-    },
-    tags=["tideline"],
-    doc_md=__doc__,
+training_samples_shadow = daily_check_dag(
+    "training_samples_shadow", __doc__,
+    wait_task_id="wait_for_samples",
+    wait_doc="Wait until the streaming job has emitted every sample of the day.",
+    readiness="spark_jobs.samples.shadow.run",
+    command=("samples", "shadow"),
+    title="shadow validation",
 )
-def training_samples_shadow() -> None:
-    @task.sensor(poke_interval=60, timeout=6 * 3600, mode="reschedule",
-                 on_failure_callback=alert_on_failure)
-    def wait_for_samples(**context: Any) -> PokeReturnValue:
-        """Wait until the streaming job has emitted every sample of the day."""
-        from spark_jobs.samples.shadow.run import day_closed
-
-        ready, why = day_closed(load_settings(), run_day(context))
-        print(why)
-        return PokeReturnValue(is_done=ready)
-
-    @task(max_active_tis_per_dag=1, retries=0, on_failure_callback=alert_on_failure)
-    def compare(**context: Any) -> str:
-        """spark-submit the comparison; a mismatch alerts with its numbers (exit 3), any other
-        failure through the failure callback."""
-        from spark_jobs.control.submit import submit_cli
-
-        settings = load_settings()
-        day = run_day(context).isoformat()
-        submit_cli(settings, ["samples", "shadow", "--date", day, "--run-id",
-                              context["run_id"], "--run-url", run_url(settings, context)],
-                   f"tideline-samples-shadow-{day}", f"shadow validation of {day}")
-        return day
-
-    wait_for_samples() >> compare()
-
-
-training_samples_shadow()

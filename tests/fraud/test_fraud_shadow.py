@@ -53,6 +53,7 @@ def test_the_check_passes_on_the_jobs_alerts_and_fails_on_a_corrupted_table(
         own_broker, make_settings, run_now, state):
     from deltalake import DeltaTable
 
+    from spark_jobs.catalog import system_topics
     from spark_jobs.fraud.commands import cmd_rules_check
     from spark_jobs.fraud.shadow.run import (
         RulesCheckFailed,
@@ -63,12 +64,11 @@ def test_the_check_passes_on_the_jobs_alerts_and_fails_on_a_corrupted_table(
         expected_alerts,
     )
     from spark_jobs.streaming.kafka.admin import ensure_topics
-    from spark_jobs.streaming.runner import JOBS
 
     settings = make_settings(own_broker, jobs={"trigger": "200ms",
                                                "max_records_per_trigger": 300},
                              fraud={"state": state})
-    ensure_topics(settings.kafka, JOBS["fraud_rules"].topics, settings.kafka.partitions)
+    ensure_topics(settings.kafka, system_topics("fraud"), settings.kafka.partitions)
     _produce(settings, TOPIC_RULES, [(T0, rule) for rule in RULES])
     traffic = [(T0 + 1000 + 100 * n, _transaction(n, T0 + 1000 + 100 * n)) for n in range(1500)]
     # 131 s behind the newest eventTime (lateness 2 min), Kafka time in order: late or not,

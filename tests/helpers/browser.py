@@ -1,4 +1,4 @@
-"""Headless Chromium through selenium, built like the Airflow UI test's (tests/airflow), for
+"""Headless Chromium through selenium, built like the Airflow UI test's (tests/dags), for
 the browser tests outside it; screenshots go to test-artifacts/ (gitignored)."""
 
 from __future__ import annotations

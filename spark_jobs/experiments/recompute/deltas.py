@@ -4,7 +4,7 @@ Plain Spark SQL, no Python per row: de-duplication, first triggers, the activati
 join and the per-user running counts (for propensity and the sum of squares) are shuffles
 and window functions. The result has the shape of the streaming job's deltas (one row per
 group period, event type and window; event_type null for first triggers), so the pure
-`domain.batch_metrics` turns it into cumulative rows exactly as the streaming job does.
+`core.batch_metrics` turns it into cumulative rows exactly as the streaming job does.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ PERIOD_SCHEMA = StructType(
 
 
 def window_end_of(ts: Column, window_ms: int) -> Column:
-    """domain.windows.window_end as a Column: the multiple of `window` just above ts."""
+    """core.windows.window_end as a Column: the multiple of `window` just above ts."""
     return (F.floor(ts / F.lit(window_ms)) + 1) * F.lit(window_ms)
 
 

@@ -2,12 +2,12 @@
 
 The seed's validation workflow "performs the same computation as the streaming jobs, but in
 an ad-hoc way". Top to bottom:
-1. the periods with windows on the day, from the ramps table (domain.periods);
+1. the periods with windows on the day, from the ramps table (core.periods);
 2. in the JVM: de-duplicated events, first triggers, the join and per-window deltas
-   (batch/deltas.py), from every raw record up to the day's end, because every count is
+   (recompute/deltas.py), from every raw record up to the day's end, because every count is
    cumulative from its period start;
 3. per (experiment, group, period), in pandas: the cumulative, contiguous window rows
-   (domain.batch_metrics, the same numerator/denominator computer as the streaming job);
+   (core.batch_metrics, the same numerator/denominator computer as the streaming job);
 4. upsert into `batch_experiment_metrics` by the streaming table's primary key, so a rerun
    of a day replaces its rows instead of adding to them.
 """

@@ -4,7 +4,7 @@ by writing each micro-batch's changes (and now and then a snapshot) instead of i
 The engine's store protocol has a few bulk operations (drop one rule's windows, drop all,
 forget old transaction ids) besides puts and deletes, so the log is the ordered list of
 mutating calls; replaying it on a snapshot gives the same store. Window puts are not logged
-one by one (the engine puts a window back after every change, ~10 per transaction): a put
+one by one (the engine puts a window back after every change, several per transaction): a put
 only marks its window dirty, and the log ends with each dirty window that still exists, as it
 is when the log is taken. That replays to the same store because the other window operations
 only remove windows: a window present at the end and dirty gets its final value, one present
@@ -135,7 +135,7 @@ class LoggedStore(MemoryStore):
 
 
 def plain_state(window: Any) -> Any:
-    """A window as plain lists: pickles about twice as fast as the object (measured)."""
+    """A window as plain lists: pickles much faster than the object."""
     return (window.times, window.values) if type(window) is ExactWindow else window
 
 

@@ -1,12 +1,13 @@
 """Engine snapshots taken in a forked child, so a micro-batch never waits for one.
 
-A snapshot pickles the whole engine state: ~1 s for 350k windows (60,000 transactions of the
-benchmark traffic), a stall of the driver's sink, and so of every alert, each
-`fraud.snapshot_every` batches. `os.fork()` (~7 ms for a 400 MB driver) gives a child a
-copy-on-write image of the state as it is at that moment; the child pickles it and writes a
-temporary file of its own while the parent goes on with the next batches. The parent gives
-the file its name and prunes what it replaces once the child has exited cleanly (polled
-between batches), exactly as an in-process snapshot would have been published.
+A snapshot pickles the whole engine state, which takes far longer than a batch at the
+benchmark's state size: a stall of the driver's sink, and so of every alert, each
+`fraud.snapshot_every` batches (BENCHMARKS.md, issue 5). `os.fork()`, cheap even for a large
+driver, gives a child a copy-on-write image of the state as it is at that moment; the child
+pickles it and writes a temporary file of its own while the parent goes on with the next
+batches. The parent gives the file its name and prunes what it replaces once the child has
+exited cleanly (polled between batches), exactly as an in-process snapshot would have been
+published.
 
 The child runs only pure Python over the engine's plain data and writes one local file with
 `os.write`, then leaves with `os._exit`. It must touch no lock, socket or library thread of

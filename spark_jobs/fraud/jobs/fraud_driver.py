@@ -1,14 +1,14 @@
 """fraud_rules with `fraud.state: driver`: one long-lived engine in the micro-batch sink.
 
 The transformWithState path pays a socket round trip to the JVM for every state read and write
-(~24 per transaction) and a RocksDB commit per batch, which bounds it to a few hundred
-transactions per second and ~0.5 s per batch. Here the query is stateless (source, event-time
+(dozens per transaction) and a RocksDB commit per batch, which bound its throughput and its
+batch cycle far below the engine's own speed. Here the query is stateless (source, event-time
 watermark, foreachBatch) and the engine keeps its state in the driver's memory between batches,
-evaluating ~14,000 transactions/s on one core. Durability comes from the query's checkpoint:
-each batch's state changes are written there (engine_state_files) before the batch's
-`fraud_alerts` commit, with a snapshot every `fraud.snapshot_every` committed batches (taken
-in a forked child: background_snapshots); a restarted job rebuilds the state of the last
-committed batch and Spark replays the next one.
+running at its full speed on one core (numbers in BENCHMARKS.md, issue 5). Durability comes
+from the query's checkpoint: each batch's state changes are written there (engine_state_files)
+before the batch's `fraud_alerts` commit, with a snapshot every `fraud.snapshot_every`
+committed batches (taken in a forked child: background_snapshots); a restarted job rebuilds
+the state of the last committed batch and Spark replays the next one.
 The trade-off: state must fit in the driver's memory, and evaluation does not scale out.
 Outputs, ordering and exactly-once are the same as the sharded path's (same engine, same
 arrival order, the same watermark from the offset log, the same sink).
@@ -40,15 +40,15 @@ from spark_jobs.streaming.checkpoint import batch_watermark_ms
 from spark_jobs.streaming.kafka.producer import Publisher
 
 DRIVER_SHARD = 0
-FULL_COLLECTION_EVERY = 2_000  # batches: ~15 min at 2 batches/s, well past any p99
+FULL_COLLECTION_EVERY = 2_000  # batches: rare enough that its pause is not in the tail
 
 
 def settle_garbage_collector(batch_id: int) -> None:
     """Collect the batch's young garbage, then freeze what survived (the engine's windows).
 
     The windows are long-lived objects by the hundred thousand, and CPython's cyclic
-    collector would rescan all of them at every full collection: pauses of 0.5-1.7 s in a
-    batch (measured: p99 1,257 ms per 500-transaction batch, 74 ms with this). Frozen objects
+    collector would rescan all of them at every full collection, pauses that dominated the
+    sink's tail latency (BENCHMARKS.md, "engine in the driver"). Frozen objects
     are still freed by reference counting when the engine drops them; cyclic garbage that
     outlived a young collection (none from the engine; maybe some from the Spark client) is
     collected by one full collection every FULL_COLLECTION_EVERY batches."""

@@ -46,8 +46,8 @@ def route(inputs: DataFrame, keys: list[int]) -> DataFrame:
 
 def build(spark: SparkSession, settings: Settings) -> DataFrame:
     """The streaming plan: both topics in one source (one Kafka-time cut per batch, records
-    handed over by the planner: kafka/prefetch.py), event time from transactions, routing to
-    shards, the stateful engine per shard."""
+    handed over by the planner: streaming/kafka/prefetch.py), event time from transactions,
+    routing to shards, the stateful engine per shard."""
     fraud = settings.fraud
     raw = read_topic(spark, settings.kafka, [TOPIC_TRANSACTIONS, TOPIC_RULES],
                      max_records_per_trigger=settings.jobs.max_records_per_trigger,

@@ -3,7 +3,7 @@
 `add_records` takes a micro-batch of parsed records (any order) at the current watermark;
 `advance` closes what the watermark has passed. Both mutate a UserJoinState and return what
 they emitted; neither does I/O, so the Spark adapter keeps the state as one blob per user
-(operators/blob_state.py) with its timer at `next_wakeup()`.
+(streaming/blob_state.py) with its timer at `next_wakeup()`.
 
 Semantics (CONTRACTS.md section 8 and the lead's decisions):
 - A view closes when watermark >= ts + window and yields its sample then, once. An

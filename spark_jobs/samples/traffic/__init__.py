@@ -5,7 +5,7 @@ The spec (spec.py) says what the feed looks like; generation is pure and seeded
 the same Kafka messages, byte for byte, in the same order. Users open sessions (sessions.py:
 Poisson arrivals, Zipf-like activity, feed.py) and scroll a feed: each view logs the context
 a ranking system records (surface, position, session, feed request, app and device, network,
-model score, ...; 300-400 bytes of JSON, messages.py), and each view leads to the engagements
+model score, ...; a few hundred bytes of JSON, messages.py), and each view leads to the engagements
 a viewer produces: a `skip` after a second or two, or a `play`, sometimes followed by like,
 favorite, comment or share, with the usual rates.
 

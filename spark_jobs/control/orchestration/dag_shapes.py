@@ -1,0 +1,116 @@
+"""The shapes Tideline's DAGs share, so each DAG file only says what is its own.
+
+- `periodic_dag`: a schedule that never catches up, one run at a time, every failed task
+  alerting (ramp snapshot, guardrails, maintenance).
+- `daily_dag`: one run per UTC day from `validation.start_date`, caught up, with the `day`
+  param a person sets to re-run a chosen day (daily validation and the offline checks).
+- `wait_for_day_closed`: the daily DAGs' first task, a rescheduling sensor that waits until
+  the system's streaming job has closed the run's day.
+- `daily_check_dag`: a system's offline check (fraud rules, training samples): wait for the
+  day, then spark-submit the system's `tideline ... --date D` check.
+
+Airflow parses a file of the DAG folder only when its text says both "airflow" and "dag"
+(safe mode): a DAG file that only calls these helpers keeps a docstring that does.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from typing import Any
+
+from airflow.sdk import DAG, CronDataIntervalTimetable, Param, PokeReturnValue, dag, task
+
+from spark_jobs.control.orchestration.callbacks import alert_on_failure
+from spark_jobs.control.orchestration.runs import (
+    DAY_PARAM,
+    EPOCH,
+    run_day,
+    run_url,
+    validation_start,
+)
+from spark_jobs.settings import load_settings
+
+
+def periodic_dag(dag_id: str, doc: str, schedule: str, *, timeout: timedelta, retries: int,
+                 retry_delay: timedelta) -> Callable[..., Any]:
+    """The @dag decorator of a DAG run on `schedule` from now on (no catch-up)."""
+    return dag(
+        dag_id=dag_id,
+        schedule=schedule,
+        start_date=EPOCH,
+        catchup=False,
+        max_active_runs=1,
+        dagrun_timeout=timeout,
+        default_args={"retries": retries, "retry_delay": retry_delay,
+                      "on_failure_callback": alert_on_failure},
+        tags=["tideline"],
+        doc_md=doc,
+    )
+
+
+def daily_dag(dag_id: str, doc: str, day_verb: str, **options: Any) -> Callable[..., Any]:
+    """The @dag decorator of a daily DAG; `day_verb` says what a run does with its day in the
+    `day` param's description, `options` are further @dag arguments."""
+    return dag(
+        dag_id=dag_id,
+        schedule=CronDataIntervalTimetable("@daily", timezone="UTC"),
+        start_date=validation_start(load_settings()),
+        catchup=True,
+        max_active_runs=1,
+        dagrun_timeout=timedelta(hours=3),
+        params={
+            DAY_PARAM: Param(
+                None, type=["null", "string"], format="date",
+                description=f"Day to {day_verb} (YYYY-MM-DD); empty: the run's own day",
+            )
+        },
+        tags=["tideline"],
+        doc_md=doc,
+        **options,
+    )
+
+
+def wait_for_day_closed(task_id: str, readiness: str, doc: str) -> Any:
+    """A sensor done once `<readiness module>.day_closed(settings, day)` says the run's day
+    is closed; it alerts when it gives up. The module is imported only when the sensor
+    pokes, so parsing the DAG stays light. Returns the task, for `>>`."""
+
+    @task.sensor(task_id=task_id, doc_md=doc, poke_interval=60, timeout=6 * 3600,
+                 mode="reschedule", on_failure_callback=alert_on_failure)
+    def wait(**context: Any) -> PokeReturnValue:
+        day_closed = importlib.import_module(readiness).day_closed
+        ready, why = day_closed(load_settings(), run_day(context))
+        print(why)
+        return PokeReturnValue(is_done=ready)
+
+    return wait()
+
+
+def daily_check_dag(dag_id: str, doc: str, *, wait_task_id: str, wait_doc: str,
+                    readiness: str, command: Sequence[str], title: str) -> DAG:
+    """A system's daily offline check: `wait_task_id` (see wait_for_day_closed), then
+    `compare`, a spark-submit of `tideline COMMAND --date D` named after the command, which
+    stores its result and alerts on a mismatch itself. `title` names the check in the
+    submission's messages."""
+
+    @daily_dag(dag_id, doc, "check")
+    def daily_check() -> None:
+        @task(task_id="compare", max_active_tis_per_dag=1, retries=0,
+              on_failure_callback=alert_on_failure)
+        def compare(**context: Any) -> str:
+            """spark-submit the check; a mismatch alerts with its numbers (exit 3), any other
+            failure through the failure callback."""
+            from spark_jobs.control.submit import submit_cli
+
+            settings = load_settings()
+            day = run_day(context).isoformat()
+            submit_cli(settings, [*command, "--date", day, "--run-id", context["run_id"],
+                                  "--run-url", run_url(settings, context)],
+                       f"tideline-{'-'.join(command)}-{day}", f"{title} of {day}")
+            return day
+
+        wait_for_day_closed(wait_task_id, readiness, wait_doc) >> compare()
+
+    return daily_check()
