@@ -2,12 +2,12 @@
 
 The seed's validation workflow "performs the same computation as the streaming jobs, but in
 an ad-hoc way". Top to bottom:
-1. the periods with windows on the day, from the ramps table (domain.periods);
+1. the periods with windows on the day, from the ramps table (core.periods);
 2. in the JVM: de-duplicated events, first triggers, the join and per-window deltas
-   (batch/deltas.py), from every raw record up to the day's end, because every count is
+   (recompute/deltas.py), from every raw record up to the day's end, because every count is
    cumulative from its period start;
 3. per (experiment, group, period), in pandas: the cumulative, contiguous window rows
-   (domain.batch_metrics, the same numerator/denominator computer as the streaming job);
+   (core.batch_metrics, the same numerator/denominator computer as the streaming job);
 4. upsert into `batch_experiment_metrics` by the streaming table's primary key, so a rerun
    of a day replaces its rows instead of adding to them.
 """
@@ -33,6 +33,7 @@ from spark_jobs.experiments.core.batch_metrics import (
     periods_with_windows_in,
     window_rows_between,
 )
+from spark_jobs.experiments.core.metrics import COUNT_COLUMNS
 from spark_jobs.experiments.core.periods import periods
 from spark_jobs.experiments.core.user_metrics import Delta
 from spark_jobs.experiments.recompute.deltas import (
@@ -61,7 +62,7 @@ def group_period_rows(
         Delta(
             r.experiment_hash, r.experiment_group, int(r.period_start), bool(r.is_control),
             None if pd.isna(r.event_type) else r.event_type, int(r.window_end),
-            int(r.triggered), int(r.volume), int(r.propensity), int(r.sum_squares),
+            int(r.triggered), tuple(int(getattr(r, column)) for column in COUNT_COLUMNS),
         )
         for r in deltas.itertuples(index=False)
     ]
