@@ -12,10 +12,13 @@ So `per_user` must give 0 for 0, never decrease, and use only arithmetic and com
 it is called with ints, numpy/pandas arrays and Spark Columns (a comparison is cast to 0/1).
 `triggered_users` is not one of them: it counts users, not events.
 
-Adding a metric (README, "add a metric"): name its column in
-`contracts/tables.EXPERIMENT_METRIC_COLUMNS`, declare it in EVENT_METRICS below (same order),
-and test it in tests/experiments/test_metrics.py; the state, the job's rows, the table, the
-batch recomputation and the validation checks follow from these declarations.
+Adding a metric: name its column in `contracts/tables.EXPERIMENT_METRIC_COLUMNS`, declare it
+in EVENT_METRICS below (same order) and give an example of it in
+tests/experiments/test_metrics.py. The per-user state, the job's delta and table rows, the
+batch recomputation, the validation checks and the synthetic rows follow from these
+declarations, and the generic tests check the rules above and that streaming equals batch on
+it. (tests/contracts/test_tables.py pins the table's schema literally: add the column there
+too. An existing table needs the column added before the job writes to it.)
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ _PER_USER = tuple(metric.per_user for metric in EVENT_METRICS)
 _INDEX = {column: index for index, column in enumerate(COUNT_COLUMNS)}
 
 if METRIC_COLUMNS != EXPERIMENT_METRIC_COLUMNS:
-    raise ImportError(
+    raise RuntimeError(
         f"experiment_metrics declares the metric columns {EXPERIMENT_METRIC_COLUMNS} but "
         f"experiments/core/metrics.py computes {METRIC_COLUMNS}: declare each counted column "
         f"once in both, in the same order"

@@ -6,7 +6,8 @@ The seed's aggregation job, top to bottom:
 2. one transformWithState keyed by user_id does what the seed spread over four keyed
    functions: de-duplicate events, find first trigger times, join activations with events
    (events wait until their window closes, so an activation arriving after its events
-   still counts), first-time-seen flags; it emits per-window deltas once windows close;
+   still counts), per-user counts; it emits per-window deltas of each metric
+   (core/metrics.py) once windows close;
 3. the driver folds the deltas into cumulative, contiguous window rows (numerator and
    denominator computers) and upserts them into `experiment_metrics` exactly once.
 """
