@@ -27,7 +27,9 @@ KAFKA_COORDINATES = (
 )
 
 # Experiment analytics (CONTRACTS.md section 5): cumulative metrics per group period,
-# event type and window, upserted by the primary key.
+# event type and window, upserted by the primary key. The metric columns (section 4), in
+# order; experiments/core/metrics.py declares how each counted one is computed.
+EXPERIMENT_METRIC_COLUMNS = ("triggered_users", "volume", "propensity", "volume_sum_squares")
 TABLE_EXPERIMENT_METRICS = "experiment_metrics"
 EXPERIMENT_METRICS = Table(
     TABLE_EXPERIMENT_METRICS,
@@ -38,10 +40,7 @@ EXPERIMENT_METRICS = Table(
         Column("event_type", STRING, nullable=False),
         Column("window_end", LONG, nullable=False),
         Column("is_control", BOOLEAN),
-        Column("triggered_users", LONG),
-        Column("volume", LONG),
-        Column("propensity", LONG),
-        Column("volume_sum_squares", LONG),
+        *(Column(name, LONG) for name in EXPERIMENT_METRIC_COLUMNS),
         Column("updated_at", TIMESTAMP),  # stamped by the writer, not computed; kept last
     ),
     primary_key=("experiment_hash", "experiment_group", "period_start", "event_type",

@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from spark_jobs.contracts.tables import EXPERIMENT_METRICS, TABLE_EXPERIMENT_METRICS
 from spark_jobs.experiments.admin.metadata import add_ramps
+from spark_jobs.experiments.core.metrics import EVENT_METRICS, TRIGGERED_USERS
 from spark_jobs.experiments.core.periods import RampRow
 from spark_jobs.settings import Settings
 from spark_jobs.streaming.lake.delta import upsert_rows
@@ -59,18 +60,21 @@ def metric_rows(experiment: SyntheticExperiment, window_ms: int, seed: int,
     for index, group in enumerate(experiment.groups):
         for event, rates in sorted(experiment.rates.items()):
             users = experiment.users_per_window[index]
-            totals = np.zeros(4, dtype=np.int64)
+            totals = dict.fromkeys((TRIGGERED_USERS, *(m.column for m in EVENT_METRICS)), 0)
             for k in range(1, experiment.windows + 1):
                 active = rng.random(users) < rates[index]
                 actions = np.where(active, 1 + rng.poisson(1.0, users), 0)
-                totals += [users, active.sum(), actions.sum(), (actions**2).sum()]
+                totals[TRIGGERED_USERS] += users
+                for metric in EVENT_METRICS:  # each user's actions all fall in one window
+                    totals[metric.column] += int(np.sum(metric.per_user(actions)))
                 if k > count:
                     continue
-                values = (experiment.name, group, start_ms, event, start_ms + k * window_ms,
-                          index == 0, int(totals[0]), int(totals[2]), int(totals[1]),
-                          int(totals[3]), updated)
-                for name, value in zip(SCHEMA.names, values, strict=True):
-                    columns[name].append(value)
+                row = {"experiment_hash": experiment.name, "experiment_group": group,
+                       "period_start": start_ms, "event_type": event,
+                       "window_end": start_ms + k * window_ms, "is_control": index == 0,
+                       **totals, "updated_at": updated}
+                for name in SCHEMA.names:
+                    columns[name].append(row[name])
     return pa.Table.from_pydict(columns, schema=SCHEMA)
 
 

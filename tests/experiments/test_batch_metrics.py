@@ -11,6 +11,7 @@ from spark_jobs.experiments.core.batch_metrics import (
     periods_with_windows_in,
     window_rows_between,
 )
+from spark_jobs.experiments.core.metrics import counts_of
 from spark_jobs.experiments.core.periods import Period
 from spark_jobs.experiments.core.user_metrics import Delta
 
@@ -43,9 +44,11 @@ def test_periods_with_windows_in_keeps_those_overlapping_the_range():
 def _deltas(start: int) -> list[Delta]:
     return [
         Delta("x", "g", start, True, None, 1 * H, triggered=2),
-        Delta("x", "g", start, True, "click", 2 * H, volume=3, propensity=2, sum_squares=5),
+        Delta("x", "g", start, True, "click", 2 * H,
+              counts=counts_of(volume=3, propensity=2, volume_sum_squares=5)),
         Delta("x", "g", start, True, None, 3 * H, triggered=1),
-        Delta("x", "g", start, True, "click", 4 * H, volume=1, propensity=0, sum_squares=5),
+        Delta("x", "g", start, True, "click", 4 * H,
+              counts=counts_of(volume=1, propensity=0, volume_sum_squares=5)),
     ]
 
 
@@ -66,7 +69,8 @@ def test_rows_are_cumulative_contiguous_and_cut_to_the_range():
 
 def test_rows_stop_at_the_period_end_and_ignore_deltas_after_until():
     start = 600_000
-    late = Delta("x", "g", start, True, "click", 9 * H, volume=50, propensity=9, sum_squares=99)
+    late = Delta("x", "g", start, True, "click", 9 * H,
+                 counts=counts_of(volume=50, propensity=9, volume_sum_squares=99))
     rows = window_rows_between([*_deltas(start), late], 4 * H, H, TYPES, 0, 8 * H)
     assert [r.window_end // H for r in rows if r.event_type == "click"] == [1, 2, 3, 4, 5]
     assert _values(rows, "click")[-1] == (5, 3, 4, 2, 10)

@@ -10,6 +10,7 @@ from collections import defaultdict
 import pytest
 
 from spark_jobs.experiments.core.group_windows import ConsistencyError, GroupWindows, MetricRow
+from spark_jobs.experiments.core.metrics import counts_of
 from spark_jobs.experiments.core.user_metrics import Delta, MetricParams, Outcome, UserMetricsState
 from spark_jobs.experiments.core.windows import last_closed_window, period_last_window, window_end
 
@@ -26,7 +27,8 @@ def trig(w, n=1, start=0, exp="x", group="t", control=False) -> Delta:
 
 
 def ev(kind, w, vol=1, prop=1, ss=1, start=0, exp="x", group="t", control=False) -> Delta:
-    return Delta(exp, group, start, control, kind, w, volume=vol, propensity=prop, sum_squares=ss)
+    counts = counts_of(volume=vol, propensity=prop, volume_sum_squares=ss)
+    return Delta(exp, group, start, control, kind, w, counts=counts)
 
 
 def values(rows: list[MetricRow], kind: str = "click") -> dict[int, tuple[int, int, int, int]]:

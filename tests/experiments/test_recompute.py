@@ -22,6 +22,7 @@ from spark_jobs.contracts.tables import TABLE_BATCH_METRICS
 from spark_jobs.control.submit import RecomputeFailed, submit_recompute
 from spark_jobs.experiments.admin.metadata import add_ramps
 from spark_jobs.experiments.core.batch_metrics import day_bounds_ms
+from spark_jobs.experiments.core.metrics import METRIC_COLUMNS
 from spark_jobs.experiments.core.periods import RampRow
 from spark_jobs.experiments.jobs.filter_activations import RAW_ACTIVATION_SCHEMA
 from spark_jobs.experiments.jobs.filter_events import RAW_EVENT_SCHEMA
@@ -32,12 +33,13 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.e2e]
 
 KEY = ["experiment_hash", "experiment_group", "period_start", "event_type", "window_end"]
 VALUES = ["is_control", "triggered_users", "volume", "propensity", "volume_sum_squares"]
+ALL_VALUES = ["is_control", *METRIC_COLUMNS]  # streaming vs batch: every declared metric
 DAY_1 = datetime.date(2026, 1, 1)
 
 
-def _table(settings, name: str) -> pd.DataFrame:
+def _table(settings, name: str, values: list[str] = ALL_VALUES) -> pd.DataFrame:
     frame = read_arrow(settings.lake.table(name)).to_pandas()
-    return frame[KEY + VALUES].sort_values(KEY).reset_index(drop=True)
+    return frame[KEY + values].sort_values(KEY).reset_index(drop=True)
 
 
 def _rows_per_day(frame: pd.DataFrame, days: list[datetime.date]) -> list[int]:
@@ -154,7 +156,7 @@ def test_small_random_case_equals_the_pandas_reference(spark, make_settings):
     expected = reference_metrics(
         _messages(events), _messages(activations), ramps, settings.experiments, end
     )[KEY + VALUES].sort_values(KEY).reset_index(drop=True)
-    actual = _table(settings, TABLE_BATCH_METRICS)
+    actual = _table(settings, TABLE_BATCH_METRICS, VALUES)  # the columns the reference has
     assert count == len(actual) == len(expected) > 100
     assert expected.groupby("experiment_hash").period_start.nunique().to_dict() == {
         "exp_a": 1, "exp_b": 2,

@@ -38,7 +38,8 @@ def table(deltas: list[Delta]) -> dict[tuple, tuple[int, int, int, int]]:
     for d in deltas:
         key = (d.experiment_hash, d.experiment_group, d.period_start, d.event_type, d.window_end)
         assert key not in out, "one delta per key and advance"
-        out[key] = (d.triggered, d.volume, d.propensity, d.sum_squares)
+        out[key] = (d.triggered, d.count("volume"), d.count("propensity"),
+                    d.count("volume_sum_squares"))
     return out
 
 

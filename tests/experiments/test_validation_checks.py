@@ -9,6 +9,7 @@ import pytest
 
 from spark_jobs.experiments.validation.checks import (
     DRIFT_COLUMNS,
+    METRICS,
     MONOTONE_COLUMNS,
     RESET_COLUMNS,
     drift_rows,
@@ -24,11 +25,13 @@ H = 3_600_000
 S = 10 * H  # period start
 
 
-def _row(x, g, event_type, window_end, t, v, p, ss, start=S):
+def _row(x, g, event_type, window_end, t, v, p, ss, start=S, others=0):
+    """A metrics row; `others`: the value of every metric declared besides these four."""
+    named = {"triggered_users": t, "volume": v, "propensity": p, "volume_sum_squares": ss}
     return {
         "experiment_hash": x, "experiment_group": g, "period_start": start,
         "event_type": event_type, "window_end": window_end, "is_control": False,
-        "triggered_users": t, "volume": v, "propensity": p, "volume_sum_squares": ss,
+        **{metric: named.get(metric, others) for metric in METRICS},
     }
 
 
@@ -47,7 +50,7 @@ def test_monotone_pairs_compare_each_window_with_the_previous_of_its_series():
     pairs = monotone_pairs(metrics, after_ms=12 * H, until_ms=14 * H)
     assert list(pairs.columns) == MONOTONE_COLUMNS
     # click: 13h and 14h against their predecessors; save: only 14h has one (13h is first)
-    assert len(pairs) == 3 * 4
+    assert len(pairs) == 3 * len(METRICS)
     bad = pairs[pairs["value"] < pairs["previous_value"]]
     assert bad[["event_type", "window_end", "metric", "value", "previous_value"]].values.tolist() \
         == [["click", 14 * H, "volume", 6, 7]]
@@ -108,7 +111,8 @@ def test_reset_bounds_are_what_the_raw_data_of_the_new_period_allows_at_most():
 
 def test_carried_over_counts_exceed_the_reset_bound():
     events, activations = _raw_inputs()
-    carried = _frame(_row("x", "g", "click", 11 * H, 2 + 40, 3 + 900, 2 + 35, 5 + 9000))
+    carried = _frame(_row("x", "g", "click", 11 * H, 2 + 40, 3 + 900, 2 + 35, 5 + 9000,
+                          others=10**6))
     bounds = reset_bounds(carried, events, activations)
     assert (bounds["value"] > bounds["raw_bound"]).all()
 
@@ -136,7 +140,7 @@ def test_drift_rows_join_closed_windows_and_count_missing_rows_as_drift_one():
     )
     rows = drift_rows(streaming, batch, after_ms=0, closed_until_ms=2 * H)
     assert list(rows.columns) == DRIFT_COLUMNS
-    assert len(rows) == 3 * 4
+    assert len(rows) == 3 * len(METRICS)
     by = {(r.event_type, r.window_end // H, r.metric): r.drift for r in rows.itertuples()}
     assert by[("click", 1, "volume")] == 0.0
     assert by[("click", 2, "volume")] == pytest.approx(0.05)

@@ -1,2 +1,3 @@
-"""The experiment pipeline's pure logic (no Spark): periods and ramps, capping, per-user
-metrics, cumulative group windows, tumbling windows and the batch metrics."""
+"""The experiment pipeline's pure logic (no Spark): the metric declarations, periods and
+ramps, capping, per-user metrics, cumulative group windows, tumbling windows and the batch
+metrics."""

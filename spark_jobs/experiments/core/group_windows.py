@@ -6,13 +6,17 @@ counted first trigger gets a contiguous run of window rows, from the window of i
 trigger to the last window the watermark has closed (or the period's last window), for every
 critical event type, zeros included. Once the period's last window is out, the group is
 dropped, so this state does not grow with the number of past periods.
+
+The counted metrics are generic here (core/metrics.py): running totals are one list per event
+type, in EVENT_METRICS order, and a row carries them under their column names.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, make_dataclass
 
+from spark_jobs.experiments.core.metrics import COUNT_COLUMNS, METRIC_COLUMNS, NO_COUNTS
 from spark_jobs.experiments.core.user_metrics import Delta, GroupKey
 from spark_jobs.experiments.core.windows import last_closed_window, period_last_window
 
@@ -21,18 +25,19 @@ class ConsistencyError(RuntimeError):
     """A delta for a window already emitted: the streaming invariants were broken."""
 
 
-@dataclass(frozen=True, slots=True)
-class MetricRow:
-    experiment_hash: str
-    experiment_group: str
-    period_start: int
-    event_type: str
-    window_end: int
-    is_control: bool
-    triggered_users: int
-    volume: int
-    propensity: int
-    volume_sum_squares: int
+# One computed row of experiment_metrics (every column but the writer's updated_at): the key,
+# is_control, then the metric columns in METRIC_COLUMNS order, generated so that a new metric
+# needs no edit here (tests/contracts/test_tables.py holds it to the table's columns).
+MetricRow = make_dataclass(
+    "MetricRow",
+    [
+        ("experiment_hash", str), ("experiment_group", str), ("period_start", int),
+        ("event_type", str), ("window_end", int), ("is_control", bool),
+        *((column, int) for column in METRIC_COLUMNS),
+    ],
+    frozen=True, slots=True,
+)
+MetricRow.__module__ = __name__
 
 
 @dataclass
@@ -42,7 +47,7 @@ class GroupProgress:
     is_control: bool
     next_window: int
     triggered: int = 0
-    totals: dict[str, list[int]] = field(default_factory=dict)  # type -> [vol, prop, ss]
+    totals: dict[str, list[int]] = field(default_factory=dict)  # type -> counts so far
 
 
 class GroupWindows:
@@ -79,9 +84,7 @@ class GroupWindows:
                 key, GroupProgress(row.is_control, row.window_end + window_ms)
             )
             progress.triggered = row.triggered_users
-            progress.totals[row.event_type] = [
-                row.volume, row.propensity, row.volume_sum_squares,
-            ]
+            progress.totals[row.event_type] = [getattr(row, c) for c in COUNT_COLUMNS]
         return builder
 
     def apply(self, deltas: Iterable[Delta], watermark_ms: int) -> list[MetricRow]:
@@ -122,16 +125,14 @@ class GroupWindows:
                 if delta.event_type is None:
                     progress.triggered += delta.triggered
                 else:
-                    totals = progress.totals.setdefault(delta.event_type, [0, 0, 0])
-                    totals[0] += delta.volume
-                    totals[1] += delta.propensity
-                    totals[2] += delta.sum_squares
+                    totals = progress.totals.setdefault(delta.event_type, list(NO_COUNTS))
+                    for index, count in enumerate(delta.counts):
+                        totals[index] += count
             for event_type in self.event_types:
-                volume, propensity, squares = progress.totals.get(event_type, (0, 0, 0))
                 rows.append(
                     MetricRow(
                         key[0], key[1], key[2], event_type, window, progress.is_control,
-                        progress.triggered, volume, propensity, squares,
+                        progress.triggered, *progress.totals.get(event_type, NO_COUNTS),
                     )
                 )
             window += self.window_ms

@@ -1,7 +1,7 @@
 """Per-user state of the experiment metrics job: dedup, first trigger, activation-event join.
 
-One object holds everything the pipeline knows about one user, so the Spark operator needs a
-single state read and write per user and micro-batch. It replaces the seed's chain of keyed
+One object holds everything the pipeline knows about one user, so the Spark processor needs
+a single state read and write per user and micro-batch. It replaces the seed's chain of keyed
 functions (de-duplicate events, find first trigger time, interval join, join-results
 deduplicator) and fixes its undercounting: an event is buffered until the watermark passes
 the end of its window, so an activation that arrives after the event (within the lateness
@@ -11,9 +11,11 @@ Finality argument: a window W is emitted once watermark >= W. Any activation wit
 event's ts < W that has not arrived by then is behind the watermark (late), so the decision
 `first_trigger <= ts` taken at that moment never changes afterwards.
 
-Emitted deltas are one user's contribution to one (group, period, event type, window):
-volume, first-time-seen flag (propensity), and the growth of the sum of squares (2c + 1 when
-the user's count goes from c to c + 1); triggered-user deltas have event_type None.
+Emitted deltas are one user's contribution to one (group, period, event type, window): the
+growth of each counted metric (core/metrics.py) while the user's count of the type went from
+c - n to c in that window; triggered-user deltas have event_type None and no counts. The
+loop over events is the job's hot path (BENCHMARKS.md), so it only counts n and c, and the
+metrics are computed once per user, event type and window.
 """
 
 from __future__ import annotations
@@ -22,9 +24,13 @@ import pickle
 from dataclasses import dataclass, field
 from enum import Enum
 
+from spark_jobs.experiments.core.metrics import NO_COUNTS, count_index, window_counts
 from spark_jobs.experiments.core.windows import is_late, period_last_window, window_end
 
 GroupKey = tuple[str, str, int]  # experiment_hash, experiment_group, period_start
+# (group period, is_control, event_type, window_end) -> [n, running]: the user's counted
+# events of the type in the window and their count in the period after it
+Counted = dict[tuple[GroupKey, bool, str, int], list[int]]
 
 
 class Outcome(Enum):
@@ -50,9 +56,11 @@ class Delta:
     event_type: str | None
     window_end: int
     triggered: int = 0
-    volume: int = 0
-    propensity: int = 0
-    sum_squares: int = 0
+    counts: tuple[int, ...] = NO_COUNTS  # one per counted metric, in EVENT_METRICS order
+
+    def count(self, column: str) -> int:
+        """The delta of one counted metric, by its column name."""
+        return self.counts[count_index(column)]
 
 
 @dataclass(slots=True)
@@ -109,46 +117,49 @@ class UserMetricsState:
     def advance(self, watermark_ms: int) -> list[Delta]:
         """Emit contributions to every window with end <= watermark; drop state no longer needed."""
         window = self.params.window_ms
-        sums: dict[tuple[GroupKey, bool, str | None, int], list[int]] = {}
+        deltas: list[Delta] = []
 
         for key, member in self.memberships.items():
             trigger_window = window_end(member.first_trigger, window)
             if not member.trigger_emitted and trigger_window <= watermark_ms:
                 member.trigger_emitted = True
-                sums.setdefault((key, member.is_control, None, trigger_window), [0, 0, 0, 0])[
-                    0
-                ] += 1
+                deltas.append(
+                    Delta(key[0], key[1], key[2], member.is_control, None, trigger_window, 1)
+                )
 
         if self.pending:
             self.pending.sort()
+            counted: Counted = {}
             closed = 0
             for ts, event_type in self.pending:
                 end = window_end(ts, window)
                 if end > watermark_ms:
                     break
                 closed += 1
-                self._count_event(ts, event_type, end, sums)
+                self._count_event(ts, event_type, end, counted)
             del self.pending[:closed]
+            deltas += [
+                Delta(key[0], key[1], key[2], is_control, event_type, end, 0,
+                      window_counts(n, running))
+                for (key, is_control, event_type, end), (n, running) in counted.items()
+            ]
 
         self._expire(watermark_ms)
-        return [
-            Delta(key[0], key[1], key[2], is_control, event_type, end, *values)
-            for (key, is_control, event_type, end), values in sums.items()
-        ]
+        return deltas
 
-    def _count_event(
-        self, ts: int, event_type: str, end: int,
-        sums: dict[tuple[GroupKey, bool, str | None, int], list[int]],
-    ) -> None:
+    def _count_event(self, ts: int, event_type: str, end: int, counted: Counted) -> None:
         period = self.params.period_ms
         for key, member in self.memberships.items():
             if member.first_trigger <= ts < key[2] + period:
-                before = member.counts.get(event_type, 0)
-                member.counts[event_type] = before + 1
-                acc = sums.setdefault((key, member.is_control, event_type, end), [0, 0, 0, 0])
-                acc[1] += 1
-                acc[2] += before == 0
-                acc[3] += 2 * before + 1
+                running = member.counts.get(event_type, 0) + 1
+                member.counts[event_type] = running
+                where = (key, member.is_control, event_type, end)
+                acc = counted.get(where)
+                if acc is None:
+                    counted[where] = [1, running]
+                else:
+                    acc[0] += 1
+                    acc[1] = running
 
     def _expire(self, watermark_ms: int) -> None:
         period, window = self.params.period_ms, self.params.window_ms

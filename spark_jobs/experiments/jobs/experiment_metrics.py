@@ -6,7 +6,8 @@ The seed's aggregation job, top to bottom:
 2. one transformWithState keyed by user_id does what the seed spread over four keyed
    functions: de-duplicate events, find first trigger times, join activations with events
    (events wait until their window closes, so an activation arriving after its events
-   still counts), first-time-seen flags; it emits per-window deltas once windows close;
+   still counts), per-user counts; it emits per-window deltas of each metric
+   (core/metrics.py) once windows close;
 3. the driver folds the deltas into cumulative, contiguous window rows (numerator and
    denominator computers) and upserts them into `experiment_metrics` exactly once.
 """
@@ -23,6 +24,7 @@ from pyspark.sql import functions as F
 from spark_jobs.contracts.tables import EXPERIMENT_METRICS, TABLE_EXPERIMENT_METRICS
 from spark_jobs.contracts.topics import TOPIC_FILTERED_ACTIVATIONS, TOPIC_FILTERED_EVENTS
 from spark_jobs.experiments.core.group_windows import GroupWindows, MetricRow
+from spark_jobs.experiments.core.metrics import COUNT_COLUMNS
 from spark_jobs.experiments.core.user_metrics import Delta, MetricParams
 from spark_jobs.experiments.processors.metrics_processor import (
     METRIC_DELTA_SCHEMA,
@@ -91,13 +93,13 @@ def deltas_of(table: pa.Table) -> list[Delta]:
     keys = ["experiment_hash", "experiment_group", "period_start", "is_control",
             "event_type", "window_end"]
     summed = deltas.group_by(keys, use_threads=False).aggregate(
-        [("triggered", "sum"), ("volume", "sum"), ("propensity", "sum"), ("sum_squares", "sum")]
+        [(column, "sum") for column in ("triggered", *COUNT_COLUMNS)]
     )
     return [
         Delta(
             r["experiment_hash"], r["experiment_group"], r["period_start"], r["is_control"],
-            r["event_type"], r["window_end"], r["triggered_sum"], r["volume_sum"],
-            r["propensity_sum"], r["sum_squares_sum"],
+            r["event_type"], r["window_end"], r["triggered_sum"],
+            tuple(r[f"{column}_sum"] for column in COUNT_COLUMNS),
         )
         for r in summed.to_pylist()
     ]

@@ -1,7 +1,8 @@
 """Spark adapter of the per-user metrics state (experiment_metrics): keyed by user_id.
 
 Input rows are the union of filtered events and filtered activations (`source` tells which);
-output rows are either per-window deltas (`kind` = "delta") or dead letters (`kind` = "dead").
+output rows are either per-window deltas (`kind` = "delta", one column per counted metric,
+named as in experiment_metrics) or dead letters (`kind` = "dead").
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from spark_jobs.experiments.core.metrics import COUNT_COLUMNS
 from spark_jobs.experiments.core.user_metrics import Delta, MetricParams, Outcome, UserMetricsState
 from spark_jobs.streaming.blob_state import BlobStateProcessor
 
@@ -36,9 +38,7 @@ METRIC_DELTA_SCHEMA = StructType(
         StructField("event_type", StringType(), True),
         StructField("window_end", LongType(), True),
         StructField("triggered", LongType(), True),
-        StructField("volume", LongType(), True),
-        StructField("propensity", LongType(), True),
-        StructField("sum_squares", LongType(), True),
+        *(StructField(column, LongType(), True) for column in COUNT_COLUMNS),
         StructField("topic", StringType(), True),
         StructField("partition", IntegerType(), True),
         StructField("offset", LongType(), True),
@@ -104,6 +104,6 @@ class UserMetricsProcessor(BlobStateProcessor):
             "delta", experiment_hash=delta.experiment_hash,
             experiment_group=delta.experiment_group, period_start=delta.period_start,
             is_control=delta.is_control, event_type=delta.event_type,
-            window_end=delta.window_end, triggered=delta.triggered, volume=delta.volume,
-            propensity=delta.propensity, sum_squares=delta.sum_squares,
+            window_end=delta.window_end, triggered=delta.triggered,
+            **dict(zip(COUNT_COLUMNS, delta.counts, strict=True)),
         )

@@ -1,10 +1,11 @@
 """The JVM half of the batch recomputation: raw tables -> per-window deltas of each group period.
 
 Plain Spark SQL, no Python per row: de-duplication, first triggers, the activation-event
-join and the per-user running counts (for propensity and the sum of squares) are shuffles
-and window functions. The result has the shape of the streaming job's deltas (one row per
-group period, event type and window; event_type null for first triggers), so the pure
-`core.batch_metrics` turns it into cumulative rows exactly as the streaming job does.
+join and the per-user running counts are shuffles and window functions; each counted metric
+(core/metrics.py) is its `per_user` function applied to Columns. The result has the shape of
+the streaming job's deltas (one row per group period, event type and window; event_type null
+for first triggers), so the pure `core.batch_metrics` turns it into cumulative rows exactly as
+the streaming job does.
 """
 
 from __future__ import annotations
@@ -22,12 +23,12 @@ from pyspark.sql.types import (
 )
 
 from spark_jobs.contracts.tables import RAW_ACTIVATIONS, RAW_EVENTS
+from spark_jobs.experiments.core.metrics import COUNT_COLUMNS, EVENT_METRICS, EventMetric
 from spark_jobs.experiments.core.periods import Period
 
 GROUP_PERIOD = ("experiment_hash", "experiment_group", "period_start")
 DELTA_COLUMNS = (
-    *GROUP_PERIOD, "is_control", "event_type", "window_end",
-    "triggered", "volume", "propensity", "sum_squares",
+    *GROUP_PERIOD, "is_control", "event_type", "window_end", "triggered", *COUNT_COLUMNS,
 )
 # Only the columns the recomputation reads; a missing table reads as empty with these.
 RAW_EVENT_COLUMNS = RAW_EVENTS.select("user_id", "event_type", "ts").spark_schema()
@@ -104,18 +105,27 @@ def trigger_deltas(triggers: DataFrame, window_ms: int) -> DataFrame:
         .agg(F.count(F.lit(1)).alias("triggered"))
         .select(
             *GROUP_PERIOD, "is_control", F.lit(None).cast(StringType()).alias("event_type"),
-            "window_end", "triggered", *(F.lit(0).cast(LongType()).alias(name)
-                                         for name in ("volume", "propensity", "sum_squares")),
+            "window_end", "triggered",
+            *(F.lit(0).cast(LongType()).alias(name) for name in COUNT_COLUMNS),
         )
     )
 
 
-def event_deltas(events: DataFrame, triggers: DataFrame, window_ms: int) -> DataFrame:
-    """How volume, propensity and the sum of squares grow in each window.
+def window_growth(metric: EventMetric, n: Column, running: Column) -> Column:
+    """What a user whose count went from running - n to running adds to the metric, as a long
+    Column (a comparison becomes 0/1): the difference the streaming state takes too."""
+    def of_count(count: Column) -> Column:
+        return metric.per_user(count).cast(LongType())
 
-    An event counts for a group period when first_trigger <= ts < period end. A user whose
-    count of type k goes from c - n to c in a window adds c^2 - (c - n)^2 = n (2c - n) to the
-    sum of squares there, and 1 to propensity in the window of their first counted event.
+    return of_count(running) - of_count(running - n)
+
+
+def event_deltas(events: DataFrame, triggers: DataFrame, window_ms: int) -> DataFrame:
+    """How each counted metric grows in each window.
+
+    An event counts for a group period when first_trigger <= ts < period end. Per user, event
+    type and window: n counted events, and `running` events of the type since the period
+    start; the metrics' window growths are summed over users.
     """
     counted = events.join(triggers, "user_id").where(
         (F.col("ts") >= F.col("first_trigger")) & (F.col("ts") < F.col("period_end"))
@@ -127,19 +137,16 @@ def event_deltas(events: DataFrame, triggers: DataFrame, window_ms: int) -> Data
     )
     history = Window.partitionBy(*GROUP_PERIOD, "event_type", "user_id").orderBy("window_end")
     running = F.sum("n").over(history.rowsBetween(Window.unboundedPreceding, Window.currentRow))
-    first = (F.row_number().over(history) == 1).cast(LongType())
     return (
         per_user.withColumn("running", running)
-        .withColumn("first", first)
         .groupBy(*GROUP_PERIOD, "is_control", "event_type", "window_end")
-        .agg(
-            F.sum("n").alias("volume"),
-            F.sum("first").alias("propensity"),
-            F.sum(F.col("n") * (2 * F.col("running") - F.col("n"))).alias("sum_squares"),
-        )
+        .agg(*(
+            F.sum(window_growth(metric, F.col("n"), F.col("running"))).alias(metric.column)
+            for metric in EVENT_METRICS
+        ))
         .select(
             *GROUP_PERIOD, "is_control", "event_type", "window_end",
-            F.lit(0).cast(LongType()).alias("triggered"), "volume", "propensity", "sum_squares",
+            F.lit(0).cast(LongType()).alias("triggered"), *COUNT_COLUMNS,
         )
     )
 
@@ -164,6 +171,4 @@ def window_deltas(
     )
 
 
-_LONGS = frozenset(
-    ("period_start", "window_end", "triggered", "volume", "propensity", "sum_squares")
-)
+_LONGS = frozenset(("period_start", "window_end", "triggered", *COUNT_COLUMNS))

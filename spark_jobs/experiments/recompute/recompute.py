@@ -33,6 +33,7 @@ from spark_jobs.experiments.core.batch_metrics import (
     periods_with_windows_in,
     window_rows_between,
 )
+from spark_jobs.experiments.core.metrics import COUNT_COLUMNS
 from spark_jobs.experiments.core.periods import periods
 from spark_jobs.experiments.core.user_metrics import Delta
 from spark_jobs.experiments.recompute.deltas import (
@@ -61,7 +62,7 @@ def group_period_rows(
         Delta(
             r.experiment_hash, r.experiment_group, int(r.period_start), bool(r.is_control),
             None if pd.isna(r.event_type) else r.event_type, int(r.window_end),
-            int(r.triggered), int(r.volume), int(r.propensity), int(r.sum_squares),
+            int(r.triggered), tuple(int(getattr(r, column)) for column in COUNT_COLUMNS),
         )
         for r in deltas.itertuples(index=False)
     ]

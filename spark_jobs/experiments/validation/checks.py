@@ -1,8 +1,8 @@
 """The frames the three checks validate, prepared in pandas (no Spark, no Great Expectations).
 
 Each check becomes "one row per thing that must hold", in long form (one row per metric),
-so a single expectation covers all four counts and every unexpected row names its
-experiment, group, period, event type, window and metric:
+so a single expectation covers every metric column (core/metrics.py) and every unexpected
+row names its experiment, group, period, event type, window and metric:
 - monotone: value >= previous_value, for consecutive windows of one period;
 - reset after a re-ramp: value <= raw_bound, for the first window of a period that is not
   the group's first, where raw_bound is what the raw data inside [period start, window end)
@@ -17,11 +17,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from spark_jobs.experiments.core.metrics import EVENT_METRICS, METRIC_COLUMNS, TRIGGERED_USERS
+
 GROUP = ["experiment_hash", "experiment_group"]
 GROUP_PERIOD = [*GROUP, "period_start"]
 SERIES = [*GROUP_PERIOD, "event_type"]
 KEY = [*SERIES, "window_end"]
-METRICS = ["triggered_users", "volume", "propensity", "volume_sum_squares"]
+METRICS = list(METRIC_COLUMNS)
 
 MONOTONE_COLUMNS = [*KEY, "metric", "previous_window_end", "value", "previous_value"]
 RESET_COLUMNS = [*KEY, "metric", "value", "raw_bound"]
@@ -103,9 +105,9 @@ def reset_bounds(
 ) -> pd.DataFrame:
     """First-window counts of re-ramped periods next to what the raw data allows at most.
 
-    Within [s, W): triggered_users <= users with an activation of the group; volume,
-    propensity and the sum of squares <= those of all distinct events of those users
-    (counted events are a subset: they also need ts >= the user's first trigger).
+    Within [s, W): triggered_users <= users with an activation of the group; a counted
+    metric <= its `per_user` summed over all distinct events of those users (counted events
+    are a subset: they also need ts >= the user's first trigger; `per_user` never decreases).
     """
     if first_rows.empty:
         return empty(RESET_COLUMNS)
@@ -113,16 +115,15 @@ def reset_bounds(
     acts = raw_activations.merge(spans, on=GROUP)
     acts = acts[_inside_span(acts)]
     users = acts[[*GROUP_PERIOD, "window_end", "user_id"]].drop_duplicates()
-    triggered = users.groupby(GROUP_PERIOD).size().rename("bound_triggered_users")
+    triggered = users.groupby(GROUP_PERIOD).size().rename(f"bound_{TRIGGERED_USERS}")
 
     events = raw_events.drop_duplicates(["user_id", "event_type", "ts"]).merge(users, on="user_id")
     events = events[_inside_span(events)]
     per_user = events.groupby([*SERIES, "user_id"]).size().rename("n").reset_index()
-    per_user["n2"] = per_user["n"] ** 2
-    event_bounds = per_user.groupby(SERIES).agg(
-        bound_volume=("n", "sum"), bound_propensity=("user_id", "nunique"),
-        bound_volume_sum_squares=("n2", "sum"),
-    )
+    counted = [f"bound_{metric.column}" for metric in EVENT_METRICS]
+    for metric, bound in zip(EVENT_METRICS, counted, strict=True):
+        per_user[bound] = np.asarray(metric.per_user(per_user["n"].to_numpy()), dtype="int64")
+    event_bounds = per_user.groupby(SERIES)[counted].sum()
     rows = first_rows.merge(triggered, on=GROUP_PERIOD, how="left")
     rows = rows.merge(event_bounds, on=SERIES, how="left")
     bounds = [f"bound_{m}" for m in METRICS]
