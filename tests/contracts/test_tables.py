@@ -20,6 +20,7 @@ from spark_jobs.contracts.tables import (
     ALERTS,
     BATCH_EXPERIMENT_METRICS,
     DEAD_LETTERS,
+    EXPERIMENT_METRIC_COLUMNS,
     EXPERIMENT_METRICS,
     FRAUD_ALERTS,
     ORPHAN_ENGAGEMENTS,
@@ -45,7 +46,12 @@ UTC_MICROS = pa.timestamp("us", tz="UTC")
 
 # --- the literals as they were written in the modules, before the declarations ---
 
-# experiments/jobs/experiment_metrics.py (also batch_experiment_metrics, via recompute.py)
+# experiments/jobs/experiment_metrics.py (also batch_experiment_metrics, via recompute.py).
+# The metric columns are the contract's four, then any metric added since (the add-a-metric
+# recipe declares it in contracts/tables.py and experiments/core/metrics.py only): each a
+# nullable long, after is_control and before updated_at.
+CONTRACT_METRICS = ("triggered_users", "volume", "propensity", "volume_sum_squares")
+ADDED_METRICS = EXPERIMENT_METRIC_COLUMNS[len(CONTRACT_METRICS):]
 OLD_PRIMARY_KEY = ("experiment_hash", "experiment_group", "period_start", "event_type",
                    "window_end")
 OLD_METRICS_SCHEMA = pa.schema(
@@ -60,6 +66,7 @@ OLD_METRICS_SCHEMA = pa.schema(
         pa.field("volume", pa.int64()),
         pa.field("propensity", pa.int64()),
         pa.field("volume_sum_squares", pa.int64()),
+        *(pa.field(name, pa.int64()) for name in ADDED_METRICS),
         pa.field("updated_at", pa.timestamp("us", tz="UTC")),
     ]
 )
@@ -67,7 +74,7 @@ OLD_METRICS_SCHEMA = pa.schema(
 OLD_ROW_DDL = (
     "experiment_hash string, experiment_group string, period_start long, event_type string, "
     "window_end long, is_control boolean, triggered_users long, volume long, propensity long, "
-    "volume_sum_squares long"
+    "volume_sum_squares long" + "".join(f", {name} long" for name in ADDED_METRICS)
 )
 # streaming/lake/dead_letters.py
 OLD_DEAD_LETTER_SCHEMA = pa.schema(
@@ -305,3 +312,7 @@ def test_metric_rows_carry_every_computed_column():
     assert tuple(MetricRow.__dataclass_fields__) == computed
     # the writers take every column but the last as the computed row
     assert EXPERIMENT_METRICS.column_names[-1] == "updated_at"
+
+
+def test_the_contract_metrics_come_first_in_their_order():
+    assert EXPERIMENT_METRIC_COLUMNS[: len(CONTRACT_METRICS)] == CONTRACT_METRICS

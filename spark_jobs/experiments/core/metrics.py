@@ -17,8 +17,7 @@ in EVENT_METRICS below (same order) and give an example of it in
 tests/experiments/test_metrics.py. The per-user state, the job's delta and table rows, the
 batch recomputation, the validation checks and the synthetic rows follow from these
 declarations, and the generic tests check the rules above and that streaming equals batch on
-it. (tests/contracts/test_tables.py pins the table's schema literally: add the column there
-too. An existing table needs the column added before the job writes to it.)
+it. An existing table needs the column added before the job writes to it.
 """
 
 from __future__ import annotations
