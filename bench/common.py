@@ -148,7 +148,7 @@ def start_jobs(spark: Any, settings: Settings, names: Sequence[str] = JOBS) -> R
 
 def offset_targets(kafka: KafkaSettings, topics: Sequence[str]) -> dict[str, int]:
     """End offsets keyed like the source's offsets: `p` for one topic, `topic/p` for several."""
-    from spark_jobs.streaming.kafka.admin import end_offsets
+    from spark_jobs.streaming.kafka.topic_admin import end_offsets
 
     targets: dict[str, int] = {}
     for topic in topics:

@@ -173,8 +173,8 @@ def start_timed_job(spark: Any, settings: Settings, available_now: bool = False
 
 
 def send_rules(settings: Settings, at_ms: int | None = None, count: int = 10) -> int:
-    from spark_jobs.streaming.kafka.admin import ensure_topics
     from spark_jobs.streaming.kafka.producer import make_producer, produce_all
+    from spark_jobs.streaming.kafka.topic_admin import ensure_topics
 
     ensure_topics(settings.kafka, FRAUD_TOPICS, settings.kafka.partitions)
     rules = benchmark_rules(count)
@@ -289,7 +289,7 @@ def check_timestamps(settings: Settings, sample: int = 20_000) -> dict[str, Any]
     checked on the first `sample` messages of every partition."""
     from confluent_kafka import TopicPartition
 
-    from spark_jobs.streaming.kafka.admin import end_offsets, offsets_consumer
+    from spark_jobs.streaming.kafka.topic_admin import end_offsets, offsets_consumer
 
     ends = end_offsets(settings.kafka, TOPIC_TRANSACTIONS)
     consumer = offsets_consumer(settings.kafka)

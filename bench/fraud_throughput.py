@@ -193,8 +193,8 @@ def _sizes(pairs: list[tuple[int, int]]) -> dict[str, Any]:
 
 
 def preload(settings: Settings, transactions: list[dict[str, Any]]) -> dict[str, Any]:
-    from spark_jobs.streaming.kafka.admin import ensure_topics
     from spark_jobs.streaming.kafka.producer import make_producer, produce_all
+    from spark_jobs.streaming.kafka.topic_admin import ensure_topics
 
     ensure_topics(settings.kafka, FRAUD_TOPICS, settings.kafka.partitions)
     producer = make_producer(settings.kafka)

@@ -104,7 +104,7 @@ def preload(spec: TrafficSpec, settings: Settings) -> dict[str, Any]:
     from spark_jobs.experiments.admin.snapshot import publish_snapshot
     from spark_jobs.experiments.core.periods import RampRow
     from spark_jobs.experiments.traffic import produce
-    from spark_jobs.streaming.kafka.admin import ensure_topics
+    from spark_jobs.streaming.kafka.topic_admin import ensure_topics
 
     ensure_topics(settings.kafka, EXPERIMENT_TOPICS, settings.kafka.partitions)
     report = produce(spec, settings, progress=False)

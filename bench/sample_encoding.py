@@ -155,8 +155,8 @@ class _Stats:
 def wire_run(settings: Settings, topic: str, codec: str, keys: list[str],
              values: list[bytes], chunk: int) -> dict[str, Any]:
     """Produce `values` in micro-batches of `chunk` (flush after each) and measure."""
-    from spark_jobs.streaming.kafka.admin import ensure_topics
     from spark_jobs.streaming.kafka.producer import make_producer
+    from spark_jobs.streaming.kafka.topic_admin import ensure_topics
 
     ensure_topics(settings.kafka, [topic], settings.kafka.partitions)
     stats = _Stats(topic)

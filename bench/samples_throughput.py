@@ -140,8 +140,8 @@ def workload(spec: SamplesTrafficSpec, views: int, samples: SamplesSettings
 
 def preload(settings: Settings, records: list[Record]) -> float:
     """Every record into its topic in Kafka order; returns the seconds it took."""
-    from spark_jobs.streaming.kafka.admin import ensure_topics
     from spark_jobs.streaming.kafka.producer import make_producer, produce_all
+    from spark_jobs.streaming.kafka.topic_admin import ensure_topics
 
     ensure_topics(settings.kafka, SAMPLES_TOPICS, settings.kafka.partitions)
     clock = Stopwatch()
@@ -556,7 +556,7 @@ def throughput(rows: list[dict[str, Any]], wall_s: float, warmup: int, limit: in
 def sample_check(settings: Settings, expected: int, sink_samples: int, replay_samples: int
                  ) -> dict[str, Any]:
     """Samples in the sink, the Delta table (distinct ids) and the topic vs distinct views."""
-    from spark_jobs.streaming.kafka.admin import end_offsets
+    from spark_jobs.streaming.kafka.topic_admin import end_offsets
     from spark_jobs.streaming.lake.delta import read_arrow
 
     ids = read_arrow(settings.lake.table(TABLE_TRAINING_SAMPLES), columns=["sample_id"])

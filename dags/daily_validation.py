@@ -64,7 +64,7 @@ def daily_validation() -> None:
         It runs whatever the cases' outcome (and is the run's last task, so it must fail
         too, or a run with a failed case would end green).
         """
-        from spark_jobs.control.orchestration.reports import validation_report
+        from spark_jobs.control.orchestration.validation_report import validation_report
 
         settings = load_settings()
         text, summary = validation_report(settings, run_day(context), context["run_id"], CASES)

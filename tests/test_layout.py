@@ -140,3 +140,28 @@ def test_no_top_level_name_shadows_another_module(name: str):
     assert name not in sys.stdlib_module_names, f"spark_jobs/{name} shadows the standard library"
     owners = _import_names().get(name)
     assert not owners, f"spark_jobs/{name} shadows the import name of {', '.join(owners or ())}"
+
+
+SYSTEMS = {"experiments", "fraud", "samples"}
+# Which top-level parts of spark_jobs each part must never import (README, Architecture).
+FORBIDDEN = {
+    "contracts": SYSTEMS | {"streaming", "control", "results", "local", "cli", "settings"},
+    "config": SYSTEMS | {"streaming", "control", "results", "local", "cli", "settings"},
+    "streaming": SYSTEMS | {"control", "results", "local", "cli"},
+    "control": SYSTEMS | {"results", "local", "cli"},
+    "experiments": {"fraud", "samples", "results", "local", "cli"},
+    "fraud": {"experiments", "samples", "results", "local", "cli"},
+    "samples": {"experiments", "fraud", "results", "local", "cli"},
+}
+# The one exception: the maintenance DAG's step prunes the experiments' ramp snapshots.
+ALLOWED = {("spark_jobs.control.maintenance", "spark_jobs.experiments.admin.snapshot")}
+
+
+def test_imports_go_one_way():
+    graph = import_graph(ROOT)
+    wrong = sorted(
+        (module, target) for module, targets in graph.items() for target in targets
+        if (module, target) not in ALLOWED
+        and target.split(".")[1] in FORBIDDEN.get(module.split(".")[1], ())
+    )
+    assert not wrong, f"imports against the layering of the README's Architecture: {wrong}"

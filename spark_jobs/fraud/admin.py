@@ -15,8 +15,8 @@ from spark_jobs.contracts.topics import TOPIC_RULES
 from spark_jobs.fraud.core.engine import FraudEngine, MemoryStore
 from spark_jobs.fraud.core.rules import Rule, RuleError, RuleState, parse_rule
 from spark_jobs.settings import Settings
-from spark_jobs.streaming.kafka.admin import ensure_topics
 from spark_jobs.streaming.kafka.producer import make_producer, produce_all
+from spark_jobs.streaming.kafka.topic_admin import ensure_topics
 from spark_jobs.streaming.kafka.topic_reader import read_all
 from spark_jobs.streaming.lake.delta import read_arrow, table_exists
 

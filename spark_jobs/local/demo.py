@@ -19,7 +19,7 @@ from spark_jobs.catalog import JOBS
 from spark_jobs.contracts.tables import TABLE_EXPERIMENT_METRICS
 from spark_jobs.control.monitor.lag import offsets_dict
 from spark_jobs.experiments.core.periods import RampRow
-from spark_jobs.experiments.core.windows import window_end
+from spark_jobs.experiments.core.tumbling_windows import window_end
 from spark_jobs.settings import EMBEDDED_BROKER_PORT, Settings, build_settings, deep_merge
 
 DEMO_JOBS = tuple(job.name for job in JOBS if job.system == "experiments")  # pipeline order

@@ -88,7 +88,7 @@ def platform_settings(settings: Settings) -> Settings:
 
 def traffic_spec(settings: Settings, users: int, now_ms: int) -> Any:
     """Endless traffic whose event time starts EVENT_TIME_LAG before now."""
-    from spark_jobs.experiments.core.windows import window_end
+    from spark_jobs.experiments.core.tumbling_windows import window_end
     from spark_jobs.experiments.traffic import TrafficSpec
 
     lag_ms = int(EVENT_TIME_LAG.total_seconds() * 1000)
@@ -154,7 +154,7 @@ def forget_previous_broker(settings: Settings) -> list[str]:
 def start_airflow(settings: Settings, stack: ExitStack) -> tuple[Any, AirflowAccess]:
     """Airflow standalone with every Tideline DAG unpaused (stopped when `stack` closes) and
     how to log in."""
-    from spark_jobs.control.orchestration.api import AirflowClient
+    from spark_jobs.control.orchestration.airflow_api import AirflowClient
     from spark_jobs.control.orchestration.environment import (
         ADMIN_USER,
         SETTINGS_FILE,

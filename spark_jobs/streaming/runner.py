@@ -20,7 +20,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from spark_jobs.catalog import job, system_topics
 from spark_jobs.settings import Settings
-from spark_jobs.streaming.kafka.admin import check_kafka, ensure_topics
+from spark_jobs.streaming.kafka.topic_admin import check_kafka, ensure_topics
 from spark_jobs.streaming.progress import ProgressFileListener
 from spark_jobs.streaming.spark_session import build_session
 

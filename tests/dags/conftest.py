@@ -28,7 +28,7 @@ from helpers.airflow_setup import (
 )
 from helpers.history import HistoryLake
 
-from spark_jobs.control.orchestration.api import AirflowClient
+from spark_jobs.control.orchestration.airflow_api import AirflowClient
 from spark_jobs.control.orchestration.environment import ADMIN_USER, REPO_ROOT
 from spark_jobs.control.orchestration.standalone import AirflowStandalone
 from spark_jobs.local.platform_stack import DAG_IDS

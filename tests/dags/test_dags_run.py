@@ -112,8 +112,8 @@ def test_training_samples_shadow_checks_a_closed_day(cli_airflow, own_broker, ru
     from spark_jobs.catalog import system_topics
     from spark_jobs.control.validation_results import read_results
     from spark_jobs.samples.traffic import SamplesTrafficSpec, generate_traffic
-    from spark_jobs.streaming.kafka.admin import ensure_topics
     from spark_jobs.streaming.kafka.producer import make_producer, produce_all
+    from spark_jobs.streaming.kafka.topic_admin import ensure_topics
 
     day = datetime.date(2026, 1, 1)
     start = int(datetime.datetime(2026, 1, 1, 6, tzinfo=datetime.UTC).timestamp() * 1000)

@@ -7,13 +7,13 @@ import datetime
 import pytest
 
 from spark_jobs.experiments.core.batch_metrics import (
-    day_bounds_ms,
     periods_with_windows_in,
     window_rows_between,
 )
 from spark_jobs.experiments.core.metrics import counts_of
 from spark_jobs.experiments.core.periods import Period
 from spark_jobs.experiments.core.user_metrics import Delta
+from spark_jobs.streaming.days import day_bounds_ms
 
 H = 3_600_000
 TYPES = ("click", "save")

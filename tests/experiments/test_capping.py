@@ -7,7 +7,7 @@ import random
 import pytest
 
 from spark_jobs.experiments.core.capping import HOUR_MS, HourlyCap
-from spark_jobs.experiments.core.windows import (
+from spark_jobs.experiments.core.tumbling_windows import (
     hour_of,
     is_late,
     last_closed_window,

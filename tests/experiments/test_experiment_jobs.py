@@ -13,9 +13,9 @@ from confluent_kafka import Consumer, TopicPartition
 from spark_jobs.experiments.admin.metadata import add_ramps
 from spark_jobs.experiments.admin.snapshot import publish_snapshot
 from spark_jobs.experiments.core.periods import RampRow
-from spark_jobs.streaming.kafka.admin import end_offsets, ensure_topics
 from spark_jobs.streaming.kafka.client import client_config
 from spark_jobs.streaming.kafka.producer import make_producer, produce_all
+from spark_jobs.streaming.kafka.topic_admin import end_offsets, ensure_topics
 from spark_jobs.streaming.lake.delta import read_arrow
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.kafka]

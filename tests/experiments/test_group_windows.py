@@ -11,8 +11,12 @@ import pytest
 
 from spark_jobs.experiments.core.group_windows import ConsistencyError, GroupWindows, MetricRow
 from spark_jobs.experiments.core.metrics import counts_of
+from spark_jobs.experiments.core.tumbling_windows import (
+    last_closed_window,
+    period_last_window,
+    window_end,
+)
 from spark_jobs.experiments.core.user_metrics import Delta, MetricParams, Outcome, UserMetricsState
-from spark_jobs.experiments.core.windows import last_closed_window, period_last_window, window_end
 
 WINDOW, PERIOD = 10, 60
 TYPES = ("click", "save", "search")

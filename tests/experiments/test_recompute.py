@@ -21,12 +21,12 @@ from reference.metrics_reference import experiment_metrics as reference_metrics
 from spark_jobs.contracts.tables import TABLE_BATCH_METRICS
 from spark_jobs.control.submit import RecomputeFailed, submit_recompute
 from spark_jobs.experiments.admin.metadata import add_ramps
-from spark_jobs.experiments.core.batch_metrics import day_bounds_ms
 from spark_jobs.experiments.core.metrics import METRIC_COLUMNS
 from spark_jobs.experiments.core.periods import RampRow
 from spark_jobs.experiments.jobs.filter_activations import RAW_ACTIVATION_SCHEMA
 from spark_jobs.experiments.jobs.filter_events import RAW_EVENT_SCHEMA
 from spark_jobs.experiments.recompute.recompute import recompute_day
+from spark_jobs.streaming.days import day_bounds_ms
 from spark_jobs.streaming.lake.delta import read_arrow, table_exists, transaction_version
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.e2e]

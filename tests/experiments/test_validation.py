@@ -18,12 +18,12 @@ from helpers.history import HistoryLake, copy_history
 
 from spark_jobs.cli import main
 from spark_jobs.control.validation_results import read_results
-from spark_jobs.experiments.core.batch_metrics import day_bounds_ms
 from spark_jobs.experiments.jobs.experiment_metrics import METRICS_SCHEMA
 from spark_jobs.experiments.validation.cases import CASES, RAMPS_AFTER_FIRST_PERIOD
 from spark_jobs.experiments.validation.checks import METRICS
 from spark_jobs.experiments.validation.run import ValidationFailed, validate_case, validate_day
 from spark_jobs.experiments.validation.suites import CHECKS, DRIFT, MONOTONE, RESET
+from spark_jobs.streaming.days import day_bounds_ms
 from spark_jobs.streaming.lake.delta import read_arrow, table_exists
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.kafka, pytest.mark.e2e]

@@ -41,7 +41,7 @@ def test_alerts_rule_updates_restart_and_side_outputs(own_broker, make_settings,
     settings = make_settings(own_broker, fraud={"state": state})
     kafka = settings.kafka
     from spark_jobs.catalog import system_topics
-    from spark_jobs.streaming.kafka.admin import ensure_topics
+    from spark_jobs.streaming.kafka.topic_admin import ensure_topics
 
     ensure_topics(kafka, system_topics("fraud"), kafka.partitions)
     every_payment = {**COUNT_BY_BENEFICIARY, "ruleId": 3, "groupingKeyNames": ["payeeId"],
@@ -137,7 +137,7 @@ def reference_alerts(rules: list[tuple[int, dict]], transactions: list[tuple[int
 def test_a_killed_job_resumes_without_duplicate_alerts(own_broker, make_settings, run_now,
                                                        state, tmp_path):
     from spark_jobs.catalog import system_topics
-    from spark_jobs.streaming.kafka.admin import ensure_topics
+    from spark_jobs.streaming.kafka.topic_admin import ensure_topics
 
     settings = make_settings(own_broker, jobs={"trigger": "200ms",
                                                "max_records_per_trigger": 300,
@@ -168,7 +168,7 @@ def test_a_killed_job_resumes_without_duplicate_alerts(own_broker, make_settings
 def test_cleanup_timers_drop_state_the_windows_no_longer_need(own_broker, make_settings,
                                                               run_now):
     from spark_jobs.catalog import system_topics
-    from spark_jobs.streaming.kafka.admin import ensure_topics
+    from spark_jobs.streaming.kafka.topic_admin import ensure_topics
 
     settings = make_settings(own_broker, fraud={"lateness": "1s", "state": "spark"},
                              jobs={"max_records_per_trigger": 100})

@@ -63,7 +63,7 @@ def test_the_check_passes_on_the_jobs_alerts_and_fails_on_a_corrupted_table(
         day_closed,
         expected_alerts,
     )
-    from spark_jobs.streaming.kafka.admin import ensure_topics
+    from spark_jobs.streaming.kafka.topic_admin import ensure_topics
 
     settings = make_settings(own_broker, jobs={"trigger": "200ms",
                                                "max_records_per_trigger": 300},
@@ -138,7 +138,7 @@ def test_without_topics_or_job_the_check_passes_with_nothing_compared(own_broker
 @pytest.mark.kafka
 def test_alerting_traffic_the_job_never_read_fails_the_check(own_broker, make_settings):
     from spark_jobs.fraud.shadow.run import RulesCheckFailed, check_day
-    from spark_jobs.streaming.kafka.admin import ensure_topics
+    from spark_jobs.streaming.kafka.topic_admin import ensure_topics
 
     settings = make_settings(own_broker)
     ensure_topics(settings.kafka, (TOPIC_RULES, TOPIC_TRANSACTIONS), settings.kafka.partitions)

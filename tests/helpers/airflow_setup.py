@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from helpers.history import HistoryLake, copy_history
-from spark_jobs.control.orchestration.api import AirflowClient
+from spark_jobs.control.orchestration.airflow_api import AirflowClient
 from spark_jobs.control.orchestration.environment import (
     REPO_ROOT,
     airflow_environment,

@@ -9,8 +9,8 @@ from collections.abc import Callable
 from typing import Any
 
 from spark_jobs.settings import KafkaSettings
-from spark_jobs.streaming.kafka.admin import end_offsets
 from spark_jobs.streaming.kafka.producer import make_producer, produce_all
+from spark_jobs.streaming.kafka.topic_admin import end_offsets
 from spark_jobs.streaming.kafka.topic_reader import read_all
 
 

@@ -15,7 +15,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from spark_jobs.local.broker import EmbeddedBroker, free_port
 from spark_jobs.settings import KafkaSettings
-from spark_jobs.streaming.kafka.admin import ensure_topics
+from spark_jobs.streaming.kafka.topic_admin import ensure_topics
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka]
 

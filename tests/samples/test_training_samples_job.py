@@ -51,7 +51,7 @@ def stored_samples(settings) -> list[dict]:
 
 def test_samples_orphans_dead_letters_and_the_topic(own_broker, make_settings, run_now):
     from spark_jobs.catalog import system_topics
-    from spark_jobs.streaming.kafka.admin import ensure_topics
+    from spark_jobs.streaming.kafka.topic_admin import ensure_topics
 
     settings = make_settings(own_broker)
     kafka = settings.kafka
@@ -127,8 +127,8 @@ def test_shuffled_traffic_killed_job_equals_the_batch_recomputation(
     from spark_jobs.contracts.tables import TABLE_ALERTS, TABLE_VALIDATION_RESULTS
     from spark_jobs.samples.shadow.run import ShadowFailed, compare_day, shadow_day
     from spark_jobs.samples.traffic import SamplesTrafficSpec, generate_traffic
-    from spark_jobs.streaming.kafka.admin import ensure_topics
     from spark_jobs.streaming.kafka.producer import make_producer, produce_all
+    from spark_jobs.streaming.kafka.topic_admin import ensure_topics
 
     day = datetime.date(2026, 1, 1)
     start = T0 + 3_600_000

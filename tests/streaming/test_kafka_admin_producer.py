@@ -11,18 +11,18 @@ import pytest
 from confluent_kafka import Consumer, Message, TopicPartition
 
 from spark_jobs.settings import KafkaSettings
-from spark_jobs.streaming.kafka.admin import (
-    TopicNotFoundError,
-    beginning_offsets,
-    end_offsets,
-    ensure_topics,
-    partitions_of,
-)
 from spark_jobs.streaming.kafka.producer import (
     KafkaDeliveryError,
     make_producer,
     produce_all,
     produce_arrow,
+)
+from spark_jobs.streaming.kafka.topic_admin import (
+    TopicNotFoundError,
+    beginning_offsets,
+    end_offsets,
+    ensure_topics,
+    partitions_of,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka]

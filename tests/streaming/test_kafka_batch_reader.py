@@ -8,7 +8,6 @@ import uuid
 import pytest
 
 from spark_jobs.settings import KafkaSettings
-from spark_jobs.streaming.kafka.admin import beginning_offsets, end_offsets, ensure_topics
 from spark_jobs.streaming.kafka.batch_reader import (
     TimeBounds,
     batch_options,
@@ -17,8 +16,9 @@ from spark_jobs.streaming.kafka.batch_reader import (
 )
 from spark_jobs.streaming.kafka.options import SOURCE_NAME, SourceOptionError
 from spark_jobs.streaming.kafka.producer import make_producer, produce_all
-from spark_jobs.streaming.kafka.schema import source_schema
 from spark_jobs.streaming.kafka.source import read_topic_batch
+from spark_jobs.streaming.kafka.source_schema import source_schema
+from spark_jobs.streaming.kafka.topic_admin import beginning_offsets, end_offsets, ensure_topics
 
 BASE_TS = 1_767_225_600_000
 pytestmark = [pytest.mark.integration, pytest.mark.kafka]

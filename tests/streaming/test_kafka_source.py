@@ -16,15 +16,15 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from spark_jobs.contracts.records import EVENT, SPECS, RecordError
 from spark_jobs.settings import KafkaSettings
-from spark_jobs.streaming.kafka.admin import end_offsets, ensure_topics
 from spark_jobs.streaming.kafka.options import SourceOptionError, SourceOptions
 from spark_jobs.streaming.kafka.producer import make_producer, produce_all
 from spark_jobs.streaming.kafka.range_consumers import RangeConsumers
 from spark_jobs.streaming.kafka.range_reader import read_range
 from spark_jobs.streaming.kafka.ranges import KafkaRange, RangeReadError
-from spark_jobs.streaming.kafka.schema import arrow_schema, source_schema
 from spark_jobs.streaming.kafka.source import read_topic
+from spark_jobs.streaming.kafka.source_schema import arrow_schema, source_schema
 from spark_jobs.streaming.kafka.stream_reader import TidelineKafkaStreamReader, split_limit
+from spark_jobs.streaming.kafka.topic_admin import end_offsets, ensure_topics
 
 pytestmark = pytest.mark.integration
 

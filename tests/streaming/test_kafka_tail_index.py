@@ -21,15 +21,15 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from spark_jobs.settings import KafkaSettings
 from spark_jobs.streaming.kafka import prefetch
-from spark_jobs.streaming.kafka.admin import ensure_topics
 from spark_jobs.streaming.kafka.options import SourceOptions
 from spark_jobs.streaming.kafka.prefetch import TidelineKafkaPrefetchReader
 from spark_jobs.streaming.kafka.producer import make_producer, produce_all
-from spark_jobs.streaming.kafka.schema import arrow_schema
 from spark_jobs.streaming.kafka.source import read_topic
+from spark_jobs.streaming.kafka.source_schema import arrow_schema
 from spark_jobs.streaming.kafka.stream_reader import TidelineKafkaStreamReader
 from spark_jobs.streaming.kafka.tail_index import TailIndex
 from spark_jobs.streaming.kafka.timestamps import event_time_of
+from spark_jobs.streaming.kafka.topic_admin import ensure_topics
 from tests.helpers.topics import exact_ends, wait_for
 
 BASE_TS = 1_767_225_600_000

@@ -84,7 +84,7 @@ def topic_end_offsets(
 ) -> dict[str, dict[int, int]] | None:
     """The end offset of every partition of the topics; None when Kafka cannot tell (down,
     topic missing): the lag is then unknown rather than a guess."""
-    from spark_jobs.streaming.kafka.admin import end_offsets
+    from spark_jobs.streaming.kafka.topic_admin import end_offsets
 
     try:
         return {

@@ -16,7 +16,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
 from spark_jobs.contracts.tables import TABLE_ALERTS, TABLE_VALIDATION_RESULTS
-from spark_jobs.control.ui.tables import Link, page, table
+from spark_jobs.control.ui.html_tables import Link, page, table
 from spark_jobs.settings import Settings, load_settings
 from spark_jobs.streaming.lake.delta import TableMissingError, read_arrow
 

@@ -9,23 +9,12 @@ min(W, period end)" defined once; the independent pandas reference in the tests 
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Iterable
 
 from spark_jobs.experiments.core.group_windows import GroupWindows, MetricRow
 from spark_jobs.experiments.core.periods import Period
+from spark_jobs.experiments.core.tumbling_windows import period_last_window, window_end
 from spark_jobs.experiments.core.user_metrics import Delta
-from spark_jobs.experiments.core.windows import period_last_window, window_end
-
-DAY_MS = 86_400_000
-
-
-def day_bounds_ms(day: datetime.date) -> tuple[int, int]:
-    """(day 00:00 UTC, next day 00:00 UTC) in epoch ms; a day owns the window ends in
-    (start, end], so the window ending at midnight belongs to the day before."""
-    start = datetime.datetime.combine(day, datetime.time(), tzinfo=datetime.UTC)
-    start_ms = int(start.timestamp() * 1000)
-    return start_ms, start_ms + DAY_MS
 
 
 def window_rows_between(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pickle
 from dataclasses import dataclass, field
 
-from spark_jobs.experiments.core.windows import hour_of
+from spark_jobs.experiments.core.tumbling_windows import hour_of
 
 HOUR_MS = 3_600_000
 

@@ -17,8 +17,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, make_dataclass
 
 from spark_jobs.experiments.core.metrics import COUNT_COLUMNS, METRIC_COLUMNS, NO_COUNTS
+from spark_jobs.experiments.core.tumbling_windows import last_closed_window, period_last_window
 from spark_jobs.experiments.core.user_metrics import Delta, GroupKey
-from spark_jobs.experiments.core.windows import last_closed_window, period_last_window
 
 
 class ConsistencyError(RuntimeError):

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from spark_jobs.experiments.core.metrics import NO_COUNTS, count_index, window_counts
-from spark_jobs.experiments.core.windows import is_late, period_last_window, window_end
+from spark_jobs.experiments.core.tumbling_windows import is_late, period_last_window, window_end
 
 GroupKey = tuple[str, str, int]  # experiment_hash, experiment_group, period_start
 # (group period, is_control, event_type, window_end) -> [n, running]: the user's counted

@@ -13,7 +13,7 @@ from pyspark.sql import Row
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
 from spark_jobs.experiments.core.capping import HourlyCap
-from spark_jobs.experiments.core.windows import is_late
+from spark_jobs.experiments.core.tumbling_windows import is_late
 from spark_jobs.streaming.blob_state import BlobStateProcessor
 
 CAPPED_EVENT_SCHEMA = StructType(

@@ -29,7 +29,6 @@ from spark_jobs.contracts.tables import (
 )
 from spark_jobs.experiments.admin.metadata import read_ramps
 from spark_jobs.experiments.core.batch_metrics import (
-    day_bounds_ms,
     periods_with_windows_in,
     window_rows_between,
 )
@@ -44,6 +43,7 @@ from spark_jobs.experiments.recompute.deltas import (
     window_deltas,
 )
 from spark_jobs.settings import ExperimentSettings, Settings
+from spark_jobs.streaming.days import day_bounds_ms
 from spark_jobs.streaming.lake.delta import read_spark, replace_slice_once, transaction_version
 
 APP_ID_PREFIX = "batch_recompute"

@@ -20,9 +20,8 @@ from spark_jobs.contracts.tables import (
     TABLE_RAW_EVENTS,
 )
 from spark_jobs.experiments.admin.metadata import read_ramps
-from spark_jobs.experiments.core.batch_metrics import day_bounds_ms
 from spark_jobs.experiments.core.periods import GroupKey, Period, RampRow
-from spark_jobs.experiments.core.windows import period_last_window, window_end
+from spark_jobs.experiments.core.tumbling_windows import period_last_window, window_end
 from spark_jobs.experiments.validation import inputs
 from spark_jobs.experiments.validation.cases import check_case, groups_of_case, later_periods
 from spark_jobs.experiments.validation.checks import (
@@ -35,6 +34,7 @@ from spark_jobs.experiments.validation.checks import (
 )
 from spark_jobs.experiments.validation.suites import DRIFT, MONOTONE, RESET
 from spark_jobs.settings import Settings
+from spark_jobs.streaming.days import day_bounds_ms
 
 
 def iso(ms: int | None) -> str | None:

@@ -10,15 +10,9 @@ from __future__ import annotations
 
 import datetime
 
-from spark_jobs.experiments.core.batch_metrics import day_bounds_ms
 from spark_jobs.experiments.validation.inputs import latest_raw_ts, streaming_watermark_ms
 from spark_jobs.settings import Settings
-
-
-def iso_ms(ms: int | None) -> str:
-    if ms is None:
-        return "never"
-    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).isoformat()
+from spark_jobs.streaming.days import day_bounds_ms, iso_ms
 
 
 def day_closed(settings: Settings, day: datetime.date) -> tuple[bool, str]:

@@ -35,8 +35,6 @@ from spark_jobs.contracts.topics import TOPIC_RULES, TOPIC_TRANSACTIONS
 from spark_jobs.control.alerts import Alert, send_alert
 from spark_jobs.control.monitor.lag import partition_of
 from spark_jobs.control.validation_results import CheckOutcome, store_results
-from spark_jobs.experiments.core.batch_metrics import day_bounds_ms
-from spark_jobs.experiments.validation.readiness import iso_ms
 from spark_jobs.fraud.jobs.alerts_sink import NAME as JOB
 from spark_jobs.fraud.shadow.compare import AlertReport, compare_alerts, decidable, in_day
 from spark_jobs.fraud.shadow.recompute import (
@@ -52,7 +50,8 @@ from spark_jobs.streaming.checkpoint import (
     committed_watermark_ms,
     last_committed_batch,
 )
-from spark_jobs.streaming.kafka.admin import TopicNotFoundError
+from spark_jobs.streaming.days import day_bounds_ms, iso_ms
+from spark_jobs.streaming.kafka.topic_admin import TopicNotFoundError
 from spark_jobs.streaming.kafka.topic_reader import Message, read_all
 from spark_jobs.streaming.lake.delta import read_arrow, table_exists
 

@@ -26,15 +26,14 @@ from spark_jobs.contracts.tables import TABLE_TRAINING_SAMPLES, training_samples
 from spark_jobs.contracts.topics import TOPIC_ENGAGEMENTS, TOPIC_VIEWS
 from spark_jobs.control.alerts import Alert, send_alert
 from spark_jobs.control.validation_results import CheckOutcome, store_results
-from spark_jobs.experiments.core.batch_metrics import day_bounds_ms
-from spark_jobs.experiments.validation.readiness import iso_ms
 from spark_jobs.samples.shadow.compare import ShadowReport, compare_samples
 from spark_jobs.samples.shadow.recompute import recompute_samples
 from spark_jobs.settings import Settings
 from spark_jobs.streaming.checkpoint import committed_watermark_ms
-from spark_jobs.streaming.kafka.admin import TopicNotFoundError, partitions_of
-from spark_jobs.streaming.kafka.schema import RAW_SCHEMA
+from spark_jobs.streaming.days import day_bounds_ms, iso_ms
 from spark_jobs.streaming.kafka.source import read_topic_batch
+from spark_jobs.streaming.kafka.source_schema import RAW_SCHEMA
+from spark_jobs.streaming.kafka.topic_admin import TopicNotFoundError, partitions_of
 from spark_jobs.streaming.lake.delta import read_arrow, table_exists
 
 CASE = "training_samples"

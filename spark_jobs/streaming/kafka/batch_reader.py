@@ -27,10 +27,10 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from spark_jobs.settings import KafkaSettings
-from spark_jobs.streaming.kafka.admin import beginning_offsets, end_offsets, offsets_consumer
 from spark_jobs.streaming.kafka.options import SOURCE_NAME, SourceOptionError, SourceOptions
 from spark_jobs.streaming.kafka.range_reader import read_range
 from spark_jobs.streaming.kafka.ranges import KafkaRange
+from spark_jobs.streaming.kafka.topic_admin import beginning_offsets, end_offsets, offsets_consumer
 
 LOG = logging.getLogger(__name__)
 STARTING_TIMESTAMP = "startingTimestamp"

@@ -17,7 +17,7 @@ from confluent_kafka import Message
 from spark_jobs.contracts.records import RecordError, RecordSpec
 from spark_jobs.streaming.kafka.options import SourceOptions
 from spark_jobs.streaming.kafka.ranges import KafkaRange
-from spark_jobs.streaming.kafka.schema import META_NAMES, arrow_schema
+from spark_jobs.streaming.kafka.source_schema import META_NAMES, arrow_schema
 
 BATCH_ROWS = 10_000  # rows per Arrow batch handed to Spark
 

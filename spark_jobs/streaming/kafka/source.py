@@ -34,7 +34,7 @@ from spark_jobs.streaming.kafka.batch_reader import (
 )
 from spark_jobs.streaming.kafka.options import SOURCE_NAME, SourceOptions, topic_options
 from spark_jobs.streaming.kafka.prefetch import TidelineKafkaPrefetchReader
-from spark_jobs.streaming.kafka.schema import source_schema
+from spark_jobs.streaming.kafka.source_schema import source_schema
 from spark_jobs.streaming.kafka.stream_reader import TidelineKafkaStreamReader
 
 

@@ -24,17 +24,17 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from spark_jobs.streaming.kafka.admin import (
-    beginning_offsets_with,
-    end_offsets_with,
-    planning_consumer,
-)
 from spark_jobs.streaming.kafka.event_time_split import align_on_event_time
 from spark_jobs.streaming.kafka.options import SourceOptions
 from spark_jobs.streaming.kafka.range_reader import read_range
 from spark_jobs.streaming.kafka.ranges import KafkaRange, RangeReadError
 from spark_jobs.streaming.kafka.tail_index import TailIndex
 from spark_jobs.streaming.kafka.timestamps import RecordProbe, event_time_of
+from spark_jobs.streaming.kafka.topic_admin import (
+    beginning_offsets_with,
+    end_offsets_with,
+    planning_consumer,
+)
 
 
 def split_limit(available: Mapping[str, int], limit: int) -> dict[str, int]:

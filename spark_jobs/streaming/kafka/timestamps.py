@@ -14,7 +14,7 @@ import orjson
 from confluent_kafka import Consumer, Message, TopicPartition
 
 from spark_jobs.settings import KafkaSettings
-from spark_jobs.streaming.kafka.admin import planning_consumer
+from spark_jobs.streaming.kafka.topic_admin import planning_consumer
 
 PROBE_TIMEOUT_S = 10.0
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from confluent_kafka import TopicPartition
 
 from spark_jobs.settings import KafkaSettings
-from spark_jobs.streaming.kafka.admin import end_offsets, offsets_consumer
+from spark_jobs.streaming.kafka.topic_admin import end_offsets, offsets_consumer
 
 READ_TIMEOUT_S = 30.0
 
