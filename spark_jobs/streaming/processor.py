@@ -12,7 +12,7 @@ a row that names every field (in schema order) converts whatever the converter d
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from pyspark.sql import Row
@@ -21,9 +21,24 @@ from pyspark.sql.streaming.stateful_processor import (
     StatefulProcessorHandle,
     TimerValues,
 )
-from pyspark.sql.types import StructType
+from pyspark.sql.types import StringType, StructField, StructType
 
-from spark_jobs.streaming.lake.dead_letters import KIND_DEAD, LATE, DeadLetter, KafkaOrigin
+from spark_jobs.contracts.tables import DEAD_LETTERS
+from spark_jobs.streaming.lake.dead_letters import (
+    DEAD_LETTER_COLUMNS,
+    KIND_DEAD,
+    LATE,
+    DeadLetter,
+    KafkaOrigin,
+)
+
+
+def output_schema(*fields: StructField, trailing: Sequence[StructField] = ()) -> StructType:
+    """A processor's output rows: `kind`, its own `fields`, the dead-letter columns (typed as
+    in the `dead_letters` table, nullable), then `trailing`."""
+    letters = DEAD_LETTERS.select(*DEAD_LETTER_COLUMNS).spark_schema()
+    return StructType([StructField("kind", StringType(), False), *fields, *letters.fields,
+                       *trailing])
 
 
 def keep_one_timer(

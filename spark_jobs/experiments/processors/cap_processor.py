@@ -10,26 +10,17 @@ from typing import Any
 
 import orjson
 from pyspark.sql import Row
-from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import LongType, StringType, StructField
 
 from spark_jobs.experiments.core.capping import HourlyCap
 from spark_jobs.experiments.core.tumbling_windows import is_late
 from spark_jobs.streaming.blob_state import BlobStateProcessor
+from spark_jobs.streaming.processor import output_schema
 
-CAPPED_EVENT_SCHEMA = StructType(
-    [
-        StructField("kind", StringType(), False),
-        StructField("user_id", LongType(), True),
-        StructField("event_type", StringType(), True),
-        StructField("ts", LongType(), True),
-        StructField("topic", StringType(), True),
-        StructField("partition", IntegerType(), True),
-        StructField("offset", LongType(), True),
-        StructField("kafka_timestamp", LongType(), True),
-        StructField("key", StringType(), True),
-        StructField("raw_value", StringType(), True),
-        StructField("reason", StringType(), True),
-    ]
+CAPPED_EVENT_SCHEMA = output_schema(
+    StructField("user_id", LongType(), True),
+    StructField("event_type", StringType(), True),
+    StructField("ts", LongType(), True),
 )
 
 

@@ -14,39 +14,28 @@ import orjson
 from pyspark.sql import Row
 from pyspark.sql.types import (
     BooleanType,
-    IntegerType,
     LongType,
     StringType,
     StructField,
-    StructType,
 )
 
 from spark_jobs.experiments.core.metrics import COUNT_COLUMNS
 from spark_jobs.experiments.core.user_metrics import Delta, MetricParams, Outcome, UserMetricsState
 from spark_jobs.streaming.blob_state import BlobStateProcessor
+from spark_jobs.streaming.processor import output_schema
 
 SOURCE_EVENT = "event"
 SOURCE_ACTIVATION = "activation"
 
-METRIC_DELTA_SCHEMA = StructType(
-    [
-        StructField("kind", StringType(), False),
-        StructField("experiment_hash", StringType(), True),
-        StructField("experiment_group", StringType(), True),
-        StructField("period_start", LongType(), True),
-        StructField("is_control", BooleanType(), True),
-        StructField("event_type", StringType(), True),
-        StructField("window_end", LongType(), True),
-        StructField("triggered", LongType(), True),
-        *(StructField(column, LongType(), True) for column in COUNT_COLUMNS),
-        StructField("topic", StringType(), True),
-        StructField("partition", IntegerType(), True),
-        StructField("offset", LongType(), True),
-        StructField("kafka_timestamp", LongType(), True),
-        StructField("key", StringType(), True),
-        StructField("raw_value", StringType(), True),
-        StructField("reason", StringType(), True),
-    ]
+METRIC_DELTA_SCHEMA = output_schema(
+    StructField("experiment_hash", StringType(), True),
+    StructField("experiment_group", StringType(), True),
+    StructField("period_start", LongType(), True),
+    StructField("is_control", BooleanType(), True),
+    StructField("event_type", StringType(), True),
+    StructField("window_end", LongType(), True),
+    StructField("triggered", LongType(), True),
+    *(StructField(column, LongType(), True) for column in COUNT_COLUMNS),
 )
 
 

@@ -41,6 +41,7 @@ from spark_jobs.samples.core.records import (
 )
 from spark_jobs.streaming.blob_state import BlobStateProcessor
 from spark_jobs.streaming.lake.dead_letters import DeadLetter, origin_columns
+from spark_jobs.streaming.processor import output_schema as processor_schema
 
 KIND_SAMPLE, KIND_ORPHAN, KIND_DUPLICATES = "sample", "orphan", "duplicates"
 
@@ -51,28 +52,18 @@ def labels_type(signals: Sequence[str]) -> StructType:
 
 
 def output_schema(signals: Sequence[str]) -> StructType:
-    return StructType(
-        [
-            StructField("kind", StringType(), False),
-            # sample (and the engagement's identity for an orphan)
-            StructField("sample_id", StringType(), True),
-            StructField("view_id", StringType(), True),
-            StructField("user_id", LongType(), True),
-            StructField("post_id", LongType(), True),
-            StructField("ts", LongType(), True),
-            StructField("context", StringType(), True),
-            StructField("labels", labels_type(signals), True),
-            StructField("signal", StringType(), True),
-            # where the record came from (orphans and dead letters), and why
-            StructField("topic", StringType(), True),
-            StructField("partition", IntegerType(), True),
-            StructField("offset", LongType(), True),
-            StructField("kafka_timestamp", LongType(), True),
-            StructField("key", StringType(), True),
-            StructField("raw_value", StringType(), True),
-            StructField("reason", StringType(), True),
-            StructField("count", LongType(), True),
-        ]
+    """Samples (and an orphan engagement's identity), where a record came from and why (the
+    dead-letter columns), and the duplicate views' `count`."""
+    return processor_schema(
+        StructField("sample_id", StringType(), True),
+        StructField("view_id", StringType(), True),
+        StructField("user_id", LongType(), True),
+        StructField("post_id", LongType(), True),
+        StructField("ts", LongType(), True),
+        StructField("context", StringType(), True),
+        StructField("labels", labels_type(signals), True),
+        StructField("signal", StringType(), True),
+        trailing=[StructField("count", LongType(), True)],
     )
 
 
