@@ -70,6 +70,8 @@ def test_metadata_load_and_snapshot_publish(tmp_path: Path) -> None:
         (("snapshot", "publish", "--lookback", "3 days"), {}, "not a duration"),
         (("snapshot", "publish",), {"TIDELINE_EXPERIMENTS__PERIOD": "3x"}, "experiments.period"),
         (("snapshot", "publish",), {"TIDELINE_KAFKA__NOPE": "1"}, "unknown setting kafka.nope"),
+        (("broker",), {"TIDELINE_KAFKA__BOOTSTRAP": "localhost"}, "has no port"),
+        (("broker",), {"TIDELINE_KAFKA__BOOTSTRAP": "localhost:kafka"}, "has no port"),
     ],
 )
 def test_bad_arguments_and_configuration_exit_nonzero_with_one_line(

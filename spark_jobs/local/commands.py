@@ -4,13 +4,26 @@ from __future__ import annotations
 
 import argparse
 
+from spark_jobs.config.cli_args import UsageError
 from spark_jobs.settings import Settings
+
+
+def bootstrap_port(bootstrap: str) -> int:
+    """The port of the first kafka.bootstrap address, which the embedded broker listens on."""
+    first = bootstrap.split(",")[0].strip()
+    host, colon, port = first.rpartition(":")
+    if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise UsageError(
+            f"kafka.bootstrap {first!r} has no port for the embedded broker: write host:port "
+            "(e.g. 127.0.0.1:19092), or pass --port"
+        )
+    return int(port)
 
 
 def cmd_broker(args: argparse.Namespace, settings: Settings) -> int:
     from spark_jobs.local.broker import serve_forever
 
-    port = args.port if args.port is not None else int(settings.kafka.bootstrap.rsplit(":", 1)[1])
+    port = args.port if args.port is not None else bootstrap_port(settings.kafka.bootstrap)
     serve_forever(port)
     return 0
 

@@ -195,13 +195,24 @@ def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
+def stop_on_signals() -> dict[int, Any]:
+    """Make SIGINT and SIGTERM stop the platform cleanly; returns the handlers they had.
+
+    SIGINT too, explicitly: a non-interactive shell starts background commands with SIGINT
+    ignored, and Python then installs no KeyboardInterrupt for it, so a supervisor's Ctrl-C
+    or `kill -INT` would do nothing."""
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig in handlers:
+        signal.signal(sig, _raise_interrupt)
+    return handlers
+
+
 def run_platform(
     settings: Settings, users: int = DEFAULT_USERS, seconds: float | None = None
 ) -> int:
     """Run until Ctrl-C, SIGTERM or `seconds`; returns the exit status."""
     settings = platform_settings(settings)
-    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    handlers = stop_on_signals()
     stack = ExitStack()
     try:
         return _start_and_wait(settings, users, seconds, stack)
