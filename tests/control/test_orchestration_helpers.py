@@ -4,6 +4,7 @@ environment Airflow gets, the platform's start date, and stopping a whole sessio
 from __future__ import annotations
 
 import datetime
+import importlib
 import os
 import subprocess
 import sys
@@ -97,11 +98,14 @@ def test_airflow_gets_every_setting_from_the_frozen_file(tmp_path, monkeypatch):
     assert env["AIRFLOW__CORE__LOAD_EXAMPLES"] == "False"
     assert env["PATH"].split(os.pathsep)[0] == os.path.dirname(sys.executable)
     assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] == f"sqlite:///{tmp_path / 'home'}/airflow.db"
+    module, _, name = env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS"].rpartition(".")
+    assert getattr(importlib.import_module(module), name)["timeout"] >= 30  # waits for the lock
 
     postgres = "postgresql+psycopg2://airflow:pw@db.internal/airflow"
     base["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = postgres
     env = airflow_environment(settings, base, settings_file=frozen)
     assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] == postgres  # a real database wins
+    assert "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS" not in env
 
 
 def test_stopping_a_session_also_stops_children_in_their_own_process_group():

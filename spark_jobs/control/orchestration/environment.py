@@ -19,6 +19,10 @@ from spark_jobs.settings import ENV_PREFIX, Settings
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 DAGS_FOLDER = REPO_ROOT / "dags"
+# The embedded SQLite file is written by the scheduler, the DAG processor, the triggerer, the
+# API server and any `airflow` command at once; sqlite3's default 5 s wait for its lock made a
+# `backfill create` fail with "database is locked" now and then. Airflow imports this dict.
+SQLITE_CONNECT_ARGS: dict[str, object] = {"timeout": 60}
 # Each DAG file is named after the one DAG it defines (tests/dags checks it), so a new DAG is
 # a new file: the platform unpauses and the tests expect what the folder holds.
 DAG_IDS = tuple(sorted(path.stem for path in DAGS_FOLDER.glob("*.py")))
@@ -95,5 +99,7 @@ def airflow_environment(
         }
     )
     # A configured database (e.g. PostgreSQL) wins over the embedded SQLite file.
-    env.setdefault("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", f"sqlite:///{home / 'airflow.db'}")
+    if "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN" not in env:
+        env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = f"sqlite:///{home / 'airflow.db'}"
+        env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS"] = f"{__name__}.SQLITE_CONNECT_ARGS"
     return env
