@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-import orjson
+from spark_jobs.contracts.json_gate import DEFAULT_MAX_MESSAGE_BYTES, MalformedJson, load_json
+from spark_jobs.contracts.reasons import MALFORMED
 
 LONG = "long"
 TIME_MS = "time_ms"  # a long that must be a plausible epoch-millisecond time
@@ -23,7 +24,12 @@ MAX_TIME_MS = 253_402_300_799_999
 
 
 class RecordError(ValueError):
-    """A message that cannot be decoded; str(error) is the dead-letter reason."""
+    """A message that cannot be decoded: `reason` is the dead-letter reason (a code of
+    contracts.reasons), str(error) the detail naming what is wrong."""
+
+    def __init__(self, detail: str, reason: str = MALFORMED) -> None:
+        super().__init__(detail)
+        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -37,9 +43,10 @@ class RecordSpec:
     def field_names(self) -> tuple[str, ...]:
         return tuple(name for name, _ in self.fields)
 
-    def decode(self, value: bytes | str | None) -> tuple[Any, ...]:
+    def decode(self, value: bytes | str | None,
+               max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> tuple[Any, ...]:
         """Return the fields in order, or raise RecordError with the reason."""
-        return self.pick(decode_object(value))
+        return self.pick(decode_object(value, max_bytes))
 
     def pick(self, obj: dict[str, Any]) -> tuple[Any, ...]:
         """Check and take the spec's fields from an already decoded JSON object."""
@@ -51,14 +58,13 @@ class RecordSpec:
         return tuple(out)
 
 
-def decode_object(value: bytes | str | None) -> dict[str, Any]:
-    """Decode one message value into a JSON object, or raise RecordError."""
-    if value is None:
-        raise RecordError("empty message (null value)")
+def decode_object(value: bytes | str | None, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+                  ) -> dict[str, Any]:
+    """Decode one message value into a JSON object (through the gate), or raise RecordError."""
     try:
-        obj = orjson.loads(value)
-    except orjson.JSONDecodeError as exc:
-        raise RecordError(f"not valid JSON: {exc}") from None
+        obj = load_json(value, max_bytes)
+    except MalformedJson as exc:
+        raise RecordError(str(exc)) from None
     if not isinstance(obj, dict):
         raise RecordError(f"not a JSON object: got {type(obj).__name__}")
     return obj

@@ -27,9 +27,10 @@ BOOLEAN = "boolean"
 DOUBLE = "double"
 DATE = "date"
 TIMESTAMP = "timestamp"
+BINARY = "binary"
 _SPARK_TYPES = {
     STRING: "StringType", LONG: "LongType", INT: "IntegerType", BOOLEAN: "BooleanType",
-    DOUBLE: "DoubleType", DATE: "DateType", TIMESTAMP: "TimestampType",
+    DOUBLE: "DoubleType", DATE: "DateType", TIMESTAMP: "TimestampType", BINARY: "BinaryType",
 }
 
 
@@ -64,6 +65,7 @@ def _arrow_type(kind: ColumnType) -> pa.DataType:
     return {
         STRING: pa.string(), LONG: pa.int64(), INT: pa.int32(), BOOLEAN: pa.bool_(),
         DOUBLE: pa.float64(), DATE: pa.date32(), TIMESTAMP: pa.timestamp("us", tz="UTC"),
+        BINARY: pa.binary(),
     }[kind]
 
 

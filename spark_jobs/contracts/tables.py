@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from spark_jobs.contracts.schema import (
+    BINARY,
     BOOLEAN,
     DATE,
     DOUBLE,
@@ -57,11 +58,16 @@ DEAD_LETTERS = Table(
         Column("job", STRING),
         *KAFKA_COORDINATES,
         Column("key", STRING),
-        Column("raw_value", STRING),
-        Column("reason", STRING),
+        Column("raw_value", STRING),  # the raw bytes as text (invalid UTF-8 replaced)
+        Column("reason", STRING),  # a code of contracts.reasons
         Column("recorded_at", TIMESTAMP),
+        # added in the second release (section 9): what is wrong, and the evidence
+        Column("detail", STRING),
+        Column("raw_bytes", BINARY),  # the first DEAD_LETTER_RAW_BYTES of the message
+        Column("raw_length", LONG),  # the message's length in bytes
     ),
 )
+DEAD_LETTER_RAW_BYTES = 64 << 10  # evidence kept per dead letter (CONTRACTS section 9)
 
 # The records the filter jobs accepted, read by the daily recomputation.
 TABLE_RAW_EVENTS = "raw_events"

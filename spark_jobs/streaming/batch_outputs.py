@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar, cast
 
@@ -24,8 +25,15 @@ from spark_jobs.catalog import job as catalog_job
 from spark_jobs.contracts.tables import TABLE_DEAD_LETTERS
 from spark_jobs.settings import Settings
 from spark_jobs.streaming.checkpoint import query_id
+from spark_jobs.streaming.drops import note_batch
+from spark_jobs.streaming.kafka.evidence import Coordinate, fetch_values
 from spark_jobs.streaming.kafka.producer import make_producer, produce_all
-from spark_jobs.streaming.lake.dead_letters import KIND_DEAD, dead_letter_table
+from spark_jobs.streaming.lake.dead_letters import (
+    DROPPED_COLUMN,
+    KIND_DEAD,
+    KIND_DROPPED,
+    dead_letter_table,
+)
 from spark_jobs.streaming.lake.delta import append_once, compact, transaction_version
 
 if TYPE_CHECKING:
@@ -91,9 +99,14 @@ class BatchOutputs:
         """Append a batch's dead rows (DEAD_LETTER_COLUMNS) to `dead_letters`, once per batch."""
         if dead.num_rows == 0:
             return 0
-        rows = dead_letter_table(self.job, dead)
-        append_once(self.table_uri(TABLE_DEAD_LETTERS), rows, self.app_id, batch_id)
+        rows = dead_letter_table(self.job, dead, raw_lookup=self.read_back)
+        append_once(self.table_uri(TABLE_DEAD_LETTERS), rows, self.app_id, batch_id,
+                    merge_schema=True)
         return dead.num_rows
+
+    def read_back(self, places: list[Coordinate]) -> dict[Coordinate, bytes | None]:
+        """The received bytes of dead-lettered records (the evidence), by coordinates."""
+        return fetch_values(self.settings.kafka, places)
 
     def append(self, table_name: str, data: pa.Table, batch_id: int) -> bool:
         return append_once(self.table_uri(table_name), data, self.app_id, batch_id)
@@ -147,9 +160,27 @@ class BatchSink(Generic[Collected]):
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         collected = self.collect(batch)
+        note_batch(self.outputs.job, batch_id, self.drop_counts(collected))
         if self.outputs.committed(self.marker, batch_id):
             return
         self.deliver(collected, batch_id)
+
+    def drop_counts(self, collected: Collected) -> Counter[str]:
+        """What the batch did not pass on, by reason: its dead letters, and the counts its
+        processor reported (rows of kind KIND_DROPPED); see streaming/drops.py."""
+        counts = Counter(reason or "unknown"
+                         for reason in self.dead_rows(collected)["reason"].to_pylist())
+        table = self.output_table(collected)
+        if table is not None and DROPPED_COLUMN in table.column_names:
+            dropped = rows_of_kind(table, KIND_DROPPED)
+            for reason, n in zip(dropped["reason"].to_pylist(),
+                                 dropped[DROPPED_COLUMN].to_pylist(), strict=True):
+                counts[reason or "unknown"] += n or 0
+        return counts
+
+    def output_table(self, collected: Collected) -> pa.Table | None:
+        """The processor's rows of the batch (with `kind`), where drop counts are found."""
+        return collected if isinstance(collected, pa.Table) else None
 
     def collect(self, batch: DataFrame) -> Collected:
         """The batch on the driver. Runs the plan also for a replayed batch that is then

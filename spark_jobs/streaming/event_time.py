@@ -7,6 +7,11 @@ inputs) and fires event-time timers, while transformWithState receives every row
 lateness itself from `timerValues.getCurrentWatermarkInMs()`.
 
 The driver-side sink needs the same watermark: `checkpoint.batch_watermark_ms` reads it.
+
+Clock skew (CONTRACTS section 9): a record whose event time is more than `jobs.max_clock_skew`
+ahead of its Kafka timestamp must never move the watermark (one device dated 2036 would make
+every later record late). Such a row gets no watermark time and carries how far ahead it is in
+FUTURE_COLUMN; the processors' base turns it into a `future` dead letter.
 """
 
 from __future__ import annotations
@@ -18,18 +23,36 @@ from spark_jobs.config.durations import format_duration_ms
 from spark_jobs.contracts.records import MAX_TIME_MS
 
 _WATERMARK_COLUMN = "_event_time"
+FUTURE_COLUMN = "future_by_ms"  # how far a record's event time is ahead of its Kafka time
 
 
-def with_event_time(df: DataFrame, ts_ms: str | Column, lateness_ms: int) -> DataFrame:
-    """Track a watermark of `lateness` behind the max event time without filtering any row."""
+def future_by_ms(ts: Column, kafka_timestamp: Column, max_clock_skew_ms: int) -> Column:
+    """How far `ts` is ahead of the Kafka timestamp when more than the allowed skew, else
+    null (also when either time is unknown)."""
+    ahead = ts - kafka_timestamp
+    return F.when(ahead > F.lit(max_clock_skew_ms), ahead)
+
+
+def future_detail(ahead_ms: int) -> str:
+    """The dead-letter detail of a record from the future."""
+    return (f"event time is {format_duration_ms(ahead_ms)} ahead of its Kafka timestamp "
+            f"(more than jobs.max_clock_skew)")
+
+
+def with_event_time(df: DataFrame, ts_ms: str | Column, lateness_ms: int, *,
+                    max_clock_skew_ms: int) -> DataFrame:
+    """Track a watermark of `lateness` behind the max event time without filtering any row;
+    rows too far ahead of their Kafka timestamp get FUTURE_COLUMN and move no watermark."""
     ts = F.col(ts_ms) if isinstance(ts_ms, str) else ts_ms
     # a time Spark cannot represent (e.g. 1e18 ms) would fail the query (ANSI overflow);
     # such a record is invalid anyway and the job dead-letters it, so it just sets no watermark
     ts = F.when(ts.between(0, MAX_TIME_MS), ts)
+    ahead = future_by_ms(ts, F.col("kafka_timestamp"), max_clock_skew_ms)
     delay = format_duration_ms(lateness_ms)
     delay_text = "0 seconds" if delay == "0" else _interval_text(lateness_ms)
     return (
-        df.withColumn(_WATERMARK_COLUMN, F.timestamp_millis(ts))
+        df.withColumn(FUTURE_COLUMN, ahead)
+        .withColumn(_WATERMARK_COLUMN, F.timestamp_millis(F.when(ahead.isNull(), ts)))
         .withWatermark(_WATERMARK_COLUMN, delay_text)
         .drop(_WATERMARK_COLUMN)
     )

@@ -16,6 +16,7 @@ from typing import Any
 from pyspark.sql.streaming import StreamingQueryListener
 
 from spark_jobs.settings import Settings
+from spark_jobs.streaming.drops import add_batch, observed_counts, take_batch
 
 HISTORY_MAX_BYTES = 20 << 20
 IDLE_HEARTBEAT_S = 10.0
@@ -78,7 +79,18 @@ class ProgressFileListener(StreamingQueryListener):
             return
         payload = json.loads(event.progress.json)
         payload["status"] = "running"
+        self._count_drops(payload)
         self._write(payload)
+
+    def _count_drops(self, payload: dict[str, Any]) -> None:
+        """The batch's drop counts by reason, and the job's totals (streaming/drops.py)."""
+        batch_id = payload.get("batchId")
+        if not isinstance(batch_id, int):
+            return
+        counts = take_batch(self.job, batch_id) + observed_counts(payload)
+        payload["drops"] = dict(counts)
+        payload["drops_total"] = add_batch(self.folder, self.job, str(payload.get("id")),
+                                           batch_id, counts)
 
     def onQueryIdle(self, event: Any) -> None:
         """A heartbeat (latest file only) so a monitor tells a quiet job from a hung one."""

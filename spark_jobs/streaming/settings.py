@@ -71,3 +71,10 @@ class JobSettings:
     idle_timeout_ms: int = setting(
         "30s", Duration(minimum=1),
         "a topic with no new records for this long stops holding the others back")
+    max_clock_skew_ms: int = setting(
+        "1h", Duration(),
+        "a record whose event time is further ahead of its Kafka timestamp goes to "
+        "dead_letters as `future` (it would move the watermark)")
+    max_message_bytes: int = setting(
+        1 << 20, PositiveInt(), "a larger message goes to dead_letters as `malformed`",
+        unit="bytes")

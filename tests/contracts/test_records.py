@@ -177,7 +177,8 @@ def test_empty_string_is_refused():
 def test_out_of_64_bit_range_is_refused(text):
     """A long that Spark cannot hold is a dead letter, not an overflow."""
     value = b'{"user_id": 1, "event_type": "c", "ts": ' + text.encode() + b"}"
-    assert reason(EVENT, value) == "field 'ts' is out of the 64-bit range"
+    assert reason(EVENT, value).startswith("field 'ts'")
+    assert reason(EVENT, value).endswith("is out of the 64-bit range")
 
 
 @pytest.mark.parametrize("text", ["-9223372036854775809", "18446744073709551616", "1" * 40])

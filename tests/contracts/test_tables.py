@@ -88,6 +88,10 @@ OLD_DEAD_LETTER_SCHEMA = pa.schema(
         pa.field("raw_value", pa.string()),
         pa.field("reason", pa.string()),
         pa.field("recorded_at", UTC_MICROS),
+        # added for CONTRACTS section 9 (evidence and detail), after the first release's
+        pa.field("detail", pa.string()),
+        pa.field("raw_bytes", pa.binary()),
+        pa.field("raw_length", pa.int64()),
     ]
 )
 # experiments/jobs/filter_events.py

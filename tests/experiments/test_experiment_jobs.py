@@ -85,10 +85,15 @@ def test_filter_events_keeps_critical_caps_spammers_and_routes_bad_records(
     assert all(set(v) == {"user_id", "event_type", "ts"} for _, v in published)  # stripped
 
     dead = _table(settings, "dead_letters")
-    assert sorted(dead.reason.str.split(":").str[0]) == [
+    assert set(dead.reason) == {"malformed"}
+    assert sorted(dead.detail.str.split(":").str[0]) == [
         "empty message (null value)", "field 'user_id' must be an integer, got string",
         "not valid JSON",
     ]
+    # the evidence is the bytes as received, read back from the topic by offset
+    assert sorted(v for v in dead.raw_bytes if v is not None) == [
+        b'{"user_id": "8", "event_type": "click", "ts": 1}', b"not json"]
+    assert sorted(int(n) for n in dead.raw_length.dropna()) == [8, 48]
     assert set(dead.job) == {"filter_events"}
     assert dead.offset.notna().all() and set(dead.topic) == {"events"}
 
@@ -135,7 +140,8 @@ def test_filter_activations_keeps_snapshot_periods_and_sees_new_snapshots(
     published = {k: v for k, v in _consume_all(settings, "filtered_experiment_activations")}
     assert published["1"]["group_ramp_time"] == BASE and published["2"]["is_control"] is True
     dead = _table(settings, "dead_letters")
-    assert list(dead.reason) == ["missing field 'experiment_group'"]
+    assert list(dead.reason) == ["malformed"]
+    assert list(dead.detail) == ["missing field 'experiment_group'"]
 
     # a new snapshot (exp_b ramped) is picked up by the next run of the job
     add_ramps(settings.metadata.url, [RampRow("exp_b", "control", BASE, 5, True)])

@@ -27,7 +27,8 @@ SCHEMA = StructType([
     StructField("topic", StringType()), StructField("partition", IntegerType()),
     StructField("offset", LongType()), StructField("kafka_timestamp", LongType()),
     StructField("key", StringType()), StructField("raw_value", StringType()),
-    StructField("reason", StringType()),
+    StructField("reason", StringType()), StructField("detail", StringType()),
+    StructField("dropped", LongType()),
 ])
 
 
@@ -70,26 +71,50 @@ def test_dead_letter_rows_have_one_shape_whatever_made_them():
     late = processor.late(source_row(), '{"user_id":42}')
     assert undecodable.asDict() == {
         "kind": "dead", "user_id": None, "topic": "events", "partition": 1, "offset": 7,
-        "kafka_timestamp": 99, "key": "42", "raw_value": "{x", "reason": "not valid JSON"}
+        "kafka_timestamp": 99, "key": "42", "raw_value": "{x", "reason": "malformed",
+        "detail": "not valid JSON", "dropped": None}
     assert (late.reason, late.raw_value, late.offset) == ("late", '{"user_id":42}', 7)
     assert list(late.asDict()) == SCHEMA.fieldNames()
     letter = DeadLetter("malformed", None, KafkaOrigin.of(source_row()))
     assert processor.dead_letter(letter) == processor.dead(source_row(), "malformed", None)
     unkeyed = list(processor.unkeyed([source_row(user_id=None, error="no user", raw_value="r")]))
-    assert [(r.kind, r.reason, r.raw_value) for r in unkeyed] == [("dead", "no user", "r")]
+    assert [(r.kind, r.reason, r.detail, r.raw_value) for r in unkeyed] == [
+        ("dead", "malformed", "no user", "r")]
 
 
 def test_dead_rows_become_the_table_with_the_job_name():
     rows = pa.table({"kind": ["dead"], "topic": ["events"], "partition": [0], "offset": [3],
                      "kafka_timestamp": [5], "key": [None], "raw_value": ["x"],
-                     "reason": ["late"], "shard": [1]})
+                     "reason": ["late"], "detail": [None], "shard": [1]})
     at = datetime(2026, 1, 1, tzinfo=UTC)
     table = dead_letter_table("filter_events", rows, recorded_at=at)
     assert table.schema == DEAD_LETTER_SCHEMA
     assert table.to_pylist() == [{
         "job": "filter_events", "topic": "events", "partition": 0, "offset": 3,
         "kafka_timestamp": 5, "key": None, "raw_value": "x", "reason": "late",
-        "recorded_at": at}]
+        "recorded_at": at, "detail": None, "raw_bytes": b"x", "raw_length": 1}]
+
+
+def test_dead_rows_keep_the_bytes_as_received_when_the_sink_reads_them_back():
+    """A processor's row carries the record as decoded; the table gets the received bytes,
+    cut at 64 KiB with the full length, and the decoded text where Kafka no longer has it."""
+    big = b'{"pad": "' + b"\xff" * 70_000 + b'"}'
+    rows = pa.table({"topic": ["t", "t"], "partition": [0, 0], "offset": [3, 4],
+                     "kafka_timestamp": [5, 5], "key": [None, None],
+                     "raw_value": ["decoded-3", "decoded-4"], "reason": ["late", "future"],
+                     "detail": [None, "ahead"]})
+    asked: list[list[tuple[str, int, int]]] = []
+
+    def lookup(places: list[tuple[str, int, int]]) -> dict[tuple[str, int, int], bytes | None]:
+        asked.append(places)
+        return {("t", 0, 3): big}
+
+    table = dead_letter_table("fraud_rules", rows, raw_lookup=lookup).to_pylist()
+    assert asked == [[("t", 0, 3), ("t", 0, 4)]]
+    assert table[0]["raw_bytes"] == big[:64 << 10] and table[0]["raw_length"] == len(big)
+    assert table[0]["raw_value"].startswith('{"pad": "\ufffd')
+    assert (table[1]["raw_bytes"], table[1]["raw_value"]) == (b"decoded-4", "decoded-4")
+    assert (table[1]["reason"], table[1]["detail"]) == ("future", "ahead")
 
 
 class RecordingSink(BatchSink[pa.Table]):

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from spark_jobs.streaming.drops import describe_drops
+
 COLUMNS = ("JOB", "STATE", "PID", "IN/S", "DONE/S", "LAG", "WATERMARK", "LAST REPORT",
            "PROBLEMS", "ACTIONS")
 
@@ -73,6 +75,8 @@ def describe(status: Mapping[str, Any]) -> str:
         f"lag {_count(status.get('lag'))}; watermark {status.get('watermark') or '-'}; "
         f"last report {age_text(status.get('last_report_age_ms'))} ago"
     )
+    if status.get("drops"):
+        text += f"; dropped: {describe_drops(status['drops'])}"
     problems = status.get("problems", [])
     text += "; " + ("; ".join(f"{p['kind']}: {p['message']}" for p in problems) or "healthy")
     if status.get("actions"):

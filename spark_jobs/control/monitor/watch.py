@@ -29,6 +29,8 @@ from spark_jobs.control.monitor.supervisor import (
     stop_job,
 )
 from spark_jobs.settings import Settings
+from spark_jobs.streaming.drops import read_totals
+from spark_jobs.streaming.progress import progress_dir
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +98,7 @@ def _status(
         "actions": actions,
         "alerts": alerts,
         "log": str(log_path(settings, health.job)),
+        "drops": read_totals(progress_dir(settings), health.job),
     }
 
 

@@ -47,6 +47,11 @@ def jobs_page(settings: Settings) -> str:
         for p in s["problems"]
     ]
     body = f"<pre>{escape(render_summary(statuses))}</pre>"
+    body += "<h2>Records not passed on, by reason (since the lake was created)</h2>"
+    body += table(["job", "reason", "records"],
+                  [[s["job"], reason, f"{n:,}"] for s in statuses
+                   for reason, n in sorted(s.get("drops", {}).items())],
+                  "No record dropped or dead-lettered yet.")
     body += f"<ul>{''.join(problems)}</ul>" if problems else "<p class='ok'>No problem.</p>"
     body += "<p>Logs: " + ", ".join(escape(s["log"]) for s in statuses) + "</p>"
     return page("Streaming jobs", body, refresh_s=15)

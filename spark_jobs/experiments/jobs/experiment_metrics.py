@@ -35,7 +35,7 @@ from spark_jobs.experiments.processors.metrics_processor import (
 from spark_jobs.settings import Settings
 from spark_jobs.streaming.batch_outputs import BatchSink, rows_of_kind
 from spark_jobs.streaming.checkpoint import batch_watermark_ms
-from spark_jobs.streaming.event_time import with_event_time
+from spark_jobs.streaming.event_time import FUTURE_COLUMN, with_event_time
 from spark_jobs.streaming.kafka.source import read_topic
 from spark_jobs.streaming.lake.delta import (
     merge_once,
@@ -50,7 +50,7 @@ METRICS_SCHEMA = EXPERIMENT_METRICS.arrow_schema()
 _INPUT_COLUMNS = (
     "user_id", "source", "event_type", "experiment_hash", "experiment_group",
     "group_ramp_time", "is_control", "ts", "kafka_topic", "kafka_partition", "kafka_offset",
-    "kafka_timestamp", "kafka_key", "error", "raw_value",
+    "kafka_timestamp", "kafka_key", "error", "raw_value", FUTURE_COLUMN,
 )
 
 
@@ -74,9 +74,11 @@ def build(spark: SparkSession, settings: Settings) -> DataFrame:
         spark, settings.kafka, (TOPIC_FILTERED_EVENTS, TOPIC_FILTERED_ACTIVATIONS),
         record=("filtered_events", "filtered_experiment_activations"),
         max_records_per_trigger=settings.jobs.max_records_per_trigger,
+        max_message_bytes=settings.jobs.max_message_bytes,
         idle_timeout_ms=settings.jobs.idle_timeout_ms,
     )
-    both = _as_input(with_event_time(both, "ts", settings.experiments.lateness_ms))
+    both = _as_input(with_event_time(both, "ts", settings.experiments.lateness_ms,
+                                     max_clock_skew_ms=settings.jobs.max_clock_skew_ms))
     return both.groupBy("user_id").transformWithState(
         UserMetricsProcessor(metric_params(settings)),
         METRIC_DELTA_SCHEMA,

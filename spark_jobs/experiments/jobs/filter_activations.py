@@ -22,6 +22,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from spark_jobs.contracts.reasons import MALFORMED
 from spark_jobs.contracts.tables import RAW_ACTIVATIONS, TABLE_RAW_ACTIVATIONS
 from spark_jobs.contracts.topics import TOPIC_ACTIVATIONS, TOPIC_FILTERED_ACTIVATIONS
 from spark_jobs.experiments.admin.snapshot import SnapshotWatcher, read_snapshot
@@ -50,6 +51,7 @@ def build(spark: SparkSession, settings: Settings) -> DataFrame:
     return read_topic(
         spark, settings.kafka, TOPIC_ACTIVATIONS, record="experiment_activations",
         max_records_per_trigger=settings.jobs.max_records_per_trigger,
+        max_message_bytes=settings.jobs.max_message_bytes,
     )
 
 
@@ -111,7 +113,9 @@ class FilteredActivationsSink(FilterSink):
             F.col("s_start").alias("group_ramp_time"), F.col("s_is_control").alias("is_control"),
             F.col("kafka_topic").alias("topic"), F.col("kafka_partition").alias("partition"),
             F.col("kafka_offset").alias("offset"), "kafka_timestamp",
-            F.col("kafka_key").alias("key"), "raw_value", F.col("error").alias("reason"),
+            F.col("kafka_key").alias("key"), "raw_value",
+            F.when(F.col("error").isNotNull(), F.lit(MALFORMED)).alias("reason"),
+            F.col("error").alias("detail"),
         ).toArrow()
 
 

@@ -11,11 +11,13 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from spark_jobs.contracts.reasons import NON_CRITICAL_TYPE
 from spark_jobs.contracts.tables import RAW_EVENTS, TABLE_RAW_EVENTS
 from spark_jobs.contracts.topics import TOPIC_EVENTS, TOPIC_FILTERED_EVENTS
 from spark_jobs.experiments.jobs.filter_sink import FilterSink
 from spark_jobs.experiments.processors.cap_processor import CAPPED_EVENT_SCHEMA, HourlyCapProcessor
 from spark_jobs.settings import Settings
+from spark_jobs.streaming.drops import OBSERVED
 from spark_jobs.streaming.event_time import with_event_time
 from spark_jobs.streaming.kafka.source import read_topic
 
@@ -30,11 +32,15 @@ def build(spark: SparkSession, settings: Settings) -> DataFrame:
     events = read_topic(
         spark, settings.kafka, TOPIC_EVENTS, record="events",
         max_records_per_trigger=settings.jobs.max_records_per_trigger,
+        max_message_bytes=settings.jobs.max_message_bytes,
     )
-    critical = events.where(
-        F.col("error").isNotNull() | F.col("event_type").isin(*experiments.critical_event_types)
-    )
-    timed = with_event_time(critical, "ts", experiments.lateness_ms)
+    is_critical = F.col("event_type").isin(*experiments.critical_event_types)
+    non_critical = F.col("error").isNull() & ~is_critical
+    counted = events.observe(  # the filter's drops reach the progress report (drops.py)
+        OBSERVED, F.coalesce(F.sum(F.when(non_critical, 1)), F.lit(0)).alias(NON_CRITICAL_TYPE))
+    critical = counted.where(~non_critical)
+    timed = with_event_time(critical, "ts", experiments.lateness_ms,
+                            max_clock_skew_ms=settings.jobs.max_clock_skew_ms)
     return timed.groupBy("user_id").transformWithState(
         HourlyCapProcessor(experiments.cap_per_user_hour),
         CAPPED_EVENT_SCHEMA,

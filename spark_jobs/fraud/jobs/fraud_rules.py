@@ -62,7 +62,8 @@ def build(spark: SparkSession, settings: Settings) -> DataFrame:
         F.col("kind") == KIND_TRANSACTION,
         F.get_json_object(F.col("text"), "$.eventTime").try_cast("long"),
     )
-    timed = with_event_time(inputs, event_time, fraud.lateness_ms)
+    timed = with_event_time(inputs, event_time, fraud.lateness_ms,
+                            max_clock_skew_ms=settings.jobs.max_clock_skew_ms)
     if fraud.state == "driver":  # one engine in the sink (fraud_driver.FraudDriverSink)
         return timed.drop("text")
     routed = route(timed, shard_keys(fraud.shards, _shuffle_partitions(spark, settings)))

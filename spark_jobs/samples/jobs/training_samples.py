@@ -72,7 +72,8 @@ def build(spark: SparkSession, settings: Settings) -> DataFrame:
     # only records that can be keyed move event time: one that cannot be used must not be
     # able to push the watermark (and make everything else late)
     ts = F.when(F.col("user_id").isNotNull(), F.get_json_object(text, "$.ts").try_cast("long"))
-    timed = with_event_time(keyed, ts, samples.lateness_ms)
+    timed = with_event_time(keyed, ts, samples.lateness_ms,
+                            max_clock_skew_ms=settings.jobs.max_clock_skew_ms)
     joined = timed.groupBy("user_id").transformWithState(
         SampleJoinProcessor(join_parameters(settings)),
         output_schema(samples.signals),

@@ -15,11 +15,13 @@ import pyarrow as pa
 from confluent_kafka import Message
 
 from spark_jobs.contracts.records import RecordError, RecordSpec
+from spark_jobs.contracts.tables import DEAD_LETTER_RAW_BYTES
 from spark_jobs.streaming.kafka.options import SourceOptions
 from spark_jobs.streaming.kafka.ranges import KafkaRange
 from spark_jobs.streaming.kafka.source_schema import META_NAMES, arrow_schema
 
 BATCH_ROWS = 10_000  # rows per Arrow batch handed to Spark
+RAW_TEXT_BYTES = DEAD_LETTER_RAW_BYTES  # what an error row carries of a bad message
 
 
 def decoded_batches(
@@ -28,9 +30,13 @@ def decoded_batches(
     """Arrow batches (of at most BATCH_ROWS) of messages already fetched from one partition."""
     schema = arrow_schema(options.record)
     spec = options.spec_of(part.topic)
-    decode = _raw_batch if spec is None else _record_batch
+    if spec is None:
+        for first in range(0, len(messages), BATCH_ROWS):
+            yield _raw_batch(messages[first:first + BATCH_ROWS], part, schema)
+        return
     for first in range(0, len(messages), BATCH_ROWS):
-        yield decode(messages[first:first + BATCH_ROWS], part, spec, schema)
+        yield _record_batch(messages[first:first + BATCH_ROWS], part, spec, schema,
+                            options.max_message_bytes)
 
 
 def _meta_columns(
@@ -56,9 +62,7 @@ def _constant_columns(part: KafkaRange, rows: int) -> list[pa.Array]:
     ]
 
 
-def _raw_batch(
-    messages: list[Message], part: KafkaRange, spec: RecordSpec | None, schema: pa.Schema
-) -> pa.RecordBatch:
+def _raw_batch(messages: list[Message], part: KafkaRange, schema: pa.Schema) -> pa.RecordBatch:
     keys, offsets, stamps = _meta_columns(messages)
     values = [message.value() for message in messages]
     arrays = [
@@ -72,9 +76,9 @@ def _raw_batch(
 
 
 def _record_batch(
-    messages: list[Message], part: KafkaRange, spec: RecordSpec | None, schema: pa.Schema
+    messages: list[Message], part: KafkaRange, spec: RecordSpec, schema: pa.Schema,
+    max_bytes: int,
 ) -> pa.RecordBatch:
-    assert spec is not None
     decode = spec.decode
     empty = (None,) * len(spec.fields)
     rows: list[tuple[Any, ...]] = []
@@ -82,10 +86,10 @@ def _record_batch(
     for index, message in enumerate(messages):
         value = message.value()
         try:
-            rows.append(decode(value))
+            rows.append(decode(value, max_bytes))
         except RecordError as exc:
             rows.append(empty)
-            raw = None if value is None else value.decode("utf-8", "replace")
+            raw = None if value is None else value[:RAW_TEXT_BYTES].decode("utf-8", "replace")
             failures[index] = (str(exc), raw)
     columns = list(zip(*rows, strict=True))
     keys, offsets, stamps = _meta_columns(messages)

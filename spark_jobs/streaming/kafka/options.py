@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from spark_jobs.contracts.json_gate import DEFAULT_MAX_MESSAGE_BYTES
 from spark_jobs.contracts.records import SPECS, RecordSpec
 from spark_jobs.settings import KafkaSettings
 
@@ -41,6 +42,7 @@ class SourceOptions:
     read_timeout_ms: int = DEFAULT_READ_TIMEOUT_MS
     idle_timeout_ms: int = DEFAULT_IDLE_TIMEOUT_MS
     prefetch: bool = False
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
@@ -96,6 +98,8 @@ class SourceOptions:
             idle_timeout_ms=_positive(get("idleTimeoutMs"), "idleTimeoutMs")
             or DEFAULT_IDLE_TIMEOUT_MS,
             prefetch=prefetch == "true",
+            max_message_bytes=_positive(get("maxMessageBytes"), "maxMessageBytes")
+            or DEFAULT_MAX_MESSAGE_BYTES,
         )
 
     @property
@@ -138,6 +142,7 @@ class SourceOptions:
             "readTimeoutMs": str(self.read_timeout_ms),
             "idleTimeoutMs": str(self.idle_timeout_ms),
             "prefetch": str(self.prefetch).lower(),
+            "maxMessageBytes": str(self.max_message_bytes),
         }
         if self.record:
             out["record"] = self.record

@@ -82,10 +82,12 @@ def read_topic(
     starting: str = "earliest",
     idle_timeout_ms: int | None = None,
     prefetch: bool = False,
+    max_message_bytes: int | None = None,
 ) -> DataFrame:
     """A streaming DataFrame of one or several topics read together (raw, or decoded with the
     record spec of each topic); several topics share one offset plan and one admission limit,
-    so their event times advance together."""
+    so their event times advance together. A decoded message larger than `max_message_bytes`
+    becomes an error row."""
     options = SourceOptions.parse(
         {
             **topic_options(kafka, topic, record),
@@ -95,6 +97,7 @@ def read_topic(
             "startingOffsets": starting,
             "idleTimeoutMs": "" if idle_timeout_ms is None else str(idle_timeout_ms),
             "prefetch": str(prefetch).lower(),
+            "maxMessageBytes": "" if max_message_bytes is None else str(max_message_bytes),
         }
     )
     register(spark)

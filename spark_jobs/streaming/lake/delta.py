@@ -71,8 +71,10 @@ def append_once(
     app_id: str,
     batch_id: int,
     partition_by: list[str] | None = None,
+    merge_schema: bool = False,
 ) -> bool:
     """Append the batch unless app_id already committed batch_id; False when skipped.
+    `merge_schema` adds columns the table lacks (a table created by an older release).
 
     An empty batch still commits (no data file, only the transaction), so its replay is
     skipped too; the first write creates the table with the data's schema. A commit that
@@ -89,6 +91,7 @@ def append_once(
             mode="append",
             partition_by=partition_by,
             commit_properties=_commit(app_id, batch_id),
+            schema_mode="merge" if merge_schema and table is not None else None,
         )
         return True
 
