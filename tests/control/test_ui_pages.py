@@ -63,3 +63,20 @@ def test_jobs_page_shows_every_streaming_job_and_its_problems(make_settings):
     for job in ("filter_events", "filter_activations", "experiment_metrics"):
         assert job in text
     assert "STATE" in text and "stopped" in text
+
+
+def test_jobs_page_counts_every_record_not_passed_on_by_job_and_reason(make_settings):
+    """CONTRACTS section 9: the totals the progress listener keeps are on the jobs page."""
+    from collections import Counter
+
+    from spark_jobs.streaming.drops import add_batch
+    from spark_jobs.streaming.progress import progress_dir
+
+    settings = make_settings()
+    folder = progress_dir(settings)
+    folder.mkdir(parents=True, exist_ok=True)
+    add_batch(folder, "filter_events", "lineage", 0, Counter({"non_critical_type": 1234,
+                                                              "future": 2}))
+    text = TestClient(build_app(settings)).get("/jobs").text
+    assert "<td>filter_events</td><td>future</td><td>2</td>" in text
+    assert "<td>filter_events</td><td>non_critical_type</td><td>1,234</td>" in text
