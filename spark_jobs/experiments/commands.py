@@ -48,10 +48,19 @@ def cmd_metadata_load(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_snapshot_publish(args: argparse.Namespace, settings: Settings) -> int:
-    from spark_jobs.experiments.admin.snapshot import publish_snapshot
+    """Publish, or fail with one line and an alert when the snapshot would be silently empty:
+    a missing metadata DB or `ramps` table exits 2 (metadata.url is wrong), an empty snapshot
+    replacing current periods exits 1."""
+    from spark_jobs.experiments.admin.metadata import MetadataUnavailable
+    from spark_jobs.experiments.admin.snapshot import EmptySnapshotRefused, publish_snapshot
+    from spark_jobs.experiments.admin.snapshot_alerts import refused_alert, try_send
 
     as_of = args.as_of if args.as_of is not None else int(time.time() * 1000)
-    path = publish_snapshot(settings, as_of, _lookback_ms(args.lookback, settings))
+    try:
+        path = publish_snapshot(settings, as_of, _lookback_ms(args.lookback, settings))
+    except (MetadataUnavailable, EmptySnapshotRefused) as refused:
+        try_send(settings, refused_alert(refused, as_of))
+        raise
     print(f"published {path}")
     return 0
 

@@ -47,6 +47,9 @@ class ExperimentSettings:
     critical_event_types: tuple[str, ...] = setting(
         ["impression", "click", "save", "search"], Names(),
         "event types kept by the event filter")
+    snapshot_interval_ms: int = setting(
+        "5m", Duration(minimum=1000), "how often the ramp_snapshot DAG publishes a ramp "
+        "snapshot; filter_activations alerts when its snapshot is 3 of these old")
 
     @classmethod
     def finish(cls, values: dict[str, Any], done: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,85 @@
+"""Alerts about ramp snapshots (CONTRACTS.md section 9): a publication refused, a snapshot
+in use that has gone stale.
+
+A stale snapshot means the publisher stopped: new ramps never reach filter_activations and
+activations of new periods are dropped. The job alerts once per stale snapshot (an
+episode ends when a newer snapshot is loaded), not once per micro-batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from spark_jobs.control.alerts import Alert, send_alert
+from spark_jobs.control.alerts.model import iso_utc
+from spark_jobs.experiments.admin.snapshot import snapshot_published_ms
+from spark_jobs.settings import Settings
+
+log = logging.getLogger(__name__)
+
+STALE_INTERVALS = 3  # a snapshot older than this many publish intervals is stale
+PUBLISH_SOURCE = "ramp_snapshot"
+
+
+def refused_alert(reason: BaseException, as_of_ms: int) -> Alert:
+    """The alert of a publication that failed instead of publishing an empty snapshot."""
+    return Alert(
+        source=PUBLISH_SOURCE,
+        kind="snapshot_refused",
+        summary=str(reason).splitlines()[0][:500],
+        details={"as_of_ms": as_of_ms, "error": type(reason).__name__},
+    )
+
+
+def try_send(settings: Settings, alert: Alert) -> bool:
+    """Send an alert; a failure to send is logged, never raised (the caller's own failure,
+    or its job, matters more)."""
+    try:
+        send_alert(settings, alert)
+    except Exception as exc:  # any sink failure
+        log.error("could not send the %s alert: %s", alert.kind, exc)
+        return False
+    return True
+
+
+class StaleSnapshotAlarm:
+    """Alerts when the snapshot a job uses was published more than STALE_INTERVALS publish
+    intervals (`experiments.snapshot_interval`) ago; once per snapshot file."""
+
+    def __init__(self, settings: Settings, job: str,
+                 clock: Callable[[], float] = time.time,
+                 send: Callable[[Settings, Alert], object] = try_send) -> None:
+        self.settings = settings
+        self.job = job
+        self.max_age_ms = STALE_INTERVALS * settings.experiments.snapshot_interval_ms
+        self._clock = clock
+        self._send = send
+        self._alerted: Path | None = None
+
+    def check(self, path: Path | None) -> Alert | None:
+        """The alert sent now for `path` (the snapshot in use), or None."""
+        if path is None:
+            return None
+        published_ms = snapshot_published_ms(path)
+        age_ms = int(self._clock() * 1000) - published_ms
+        if age_ms <= self.max_age_ms or path == self._alerted:
+            return None
+        self._alerted = path
+        alert = Alert(
+            source=self.job,
+            kind="snapshot_stale",
+            summary=(
+                f"{self.job} uses ramp snapshot {path.name}, published {iso_utc(published_ms)}: "
+                f"older than {STALE_INTERVALS} publish intervals "
+                "(experiments.snapshot_interval); is the ramp_snapshot DAG running?"
+            ),
+            metric="snapshot_age_s",
+            observed=age_ms / 1000,
+            threshold=self.max_age_ms / 1000,
+            details={"snapshot": str(path), "published_ms": published_ms},
+        )
+        self._send(self.settings, alert)
+        return alert
