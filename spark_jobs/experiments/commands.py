@@ -59,7 +59,7 @@ def cmd_snapshot_publish(args: argparse.Namespace, settings: Settings) -> int:
     try:
         path = publish_snapshot(settings, as_of, _lookback_ms(args.lookback, settings))
     except (MetadataUnavailable, EmptySnapshotRefused) as refused:
-        try_send(settings, refused_alert(refused, as_of))
+        try_send(settings, refused_alert(refused, as_of), log_line=False)
         raise
     print(f"published {path}")
     return 0

@@ -22,6 +22,7 @@ log = logging.getLogger(__name__)
 
 STALE_INTERVALS = 3  # a snapshot older than this many publish intervals is stale
 PUBLISH_SOURCE = "ramp_snapshot"
+ALERTS_LOGGER = "tideline.alerts"  # spark_jobs.control.alerts.dispatch's log line
 
 
 def refused_alert(reason: BaseException, as_of_ms: int) -> Alert:
@@ -34,14 +35,20 @@ def refused_alert(reason: BaseException, as_of_ms: int) -> Alert:
     )
 
 
-def try_send(settings: Settings, alert: Alert) -> bool:
+def try_send(settings: Settings, alert: Alert, log_line: bool = True) -> bool:
     """Send an alert; a failure to send is logged, never raised (the caller's own failure,
-    or its job, matters more)."""
+    or its job, matters more). `log_line=False`: the caller prints the failure itself (the
+    CLI's one line), so the alert's own log line is left out."""
+    dispatch_log = logging.getLogger(ALERTS_LOGGER)
+    was_disabled = dispatch_log.disabled
+    dispatch_log.disabled = was_disabled or not log_line
     try:
         send_alert(settings, alert)
     except Exception as exc:  # any sink failure
         log.error("could not send the %s alert: %s", alert.kind, exc)
         return False
+    finally:
+        dispatch_log.disabled = was_disabled
     return True
 
 
