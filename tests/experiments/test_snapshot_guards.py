@@ -109,6 +109,8 @@ def test_a_stale_snapshot_alerts_once_per_snapshot(make_settings, tmp_path):
     for _ in range(3):  # every later batch on the same snapshot
         now[0] += 60
         assert alarm.check(snapshot) is None
+    restarted = StaleSnapshotAlarm(settings, "filter_activations", clock=lambda: now[0])
+    assert restarted.check(snapshot) is None  # the job restarted: still the same episode
 
     newer = write_snapshot(tmp_path / "snaps", [], 1)  # published now: a fresh episode
     now[0] = snapshot_published_ms(newer) / 1000

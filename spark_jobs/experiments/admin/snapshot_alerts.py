@@ -3,7 +3,8 @@ in use that has gone stale.
 
 A stale snapshot means the publisher stopped: new ramps never reach filter_activations and
 activations of new periods are dropped. The job alerts once per stale snapshot (an
-episode ends when a newer snapshot is loaded), not once per micro-batch.
+episode ends when a newer snapshot is loaded), not once per micro-batch nor once per
+restart: the snapshot last alerted is kept in `<lake.root>/_run/<job>.stale_snapshot.json`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 
 from spark_jobs.control.alerts import Alert, send_alert
 from spark_jobs.control.alerts.model import iso_utc
+from spark_jobs.control.monitor.state_files import read_json, run_dir, write_json
 from spark_jobs.experiments.admin.snapshot import snapshot_published_ms
 from spark_jobs.settings import Settings
 
@@ -64,7 +66,9 @@ class StaleSnapshotAlarm:
         self.max_age_ms = STALE_INTERVALS * settings.experiments.snapshot_interval_ms
         self._clock = clock
         self._send = send
-        self._alerted: Path | None = None
+        self._memory = run_dir(settings) / f"{job}.stale_snapshot.json"
+        self._alerted: str | None = None
+        self._loaded = False
 
     def check(self, path: Path | None) -> Alert | None:
         """The alert sent now for `path` (the snapshot in use), or None."""
@@ -72,9 +76,8 @@ class StaleSnapshotAlarm:
             return None
         published_ms = snapshot_published_ms(path)
         age_ms = int(self._clock() * 1000) - published_ms
-        if age_ms <= self.max_age_ms or path == self._alerted:
+        if age_ms <= self.max_age_ms or path.name == self._last_alerted():
             return None
-        self._alerted = path
         alert = Alert(
             source=self.job,
             kind="snapshot_stale",
@@ -89,4 +92,14 @@ class StaleSnapshotAlarm:
             details={"snapshot": str(path), "published_ms": published_ms},
         )
         self._send(self.settings, alert)
+        self._alerted = path.name
+        write_json(self._memory, {"snapshot": path.name})
         return alert
+
+    def _last_alerted(self) -> str | None:
+        if not self._loaded:
+            remembered = read_json(self._memory)
+            if isinstance(remembered, dict) and isinstance(remembered.get("snapshot"), str):
+                self._alerted = remembered["snapshot"]
+            self._loaded = True
+        return self._alerted
