@@ -1,19 +1,21 @@
 """The `tideline` command line: every entry point of the platform, one subcommand each.
 
 Each package adds its own commands (`<package>/commands.py`); this module only assembles
-them and turns bad arguments or configuration into a one-line reason and exit status 2,
-before anything starts.
+them and turns every failure into one line on stderr: bad arguments or configuration exit 2
+before anything starts, a failure while running exits 1. `TIDELINE_DEBUG=1` shows the
+traceback of a failure while running instead.
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
+from spark_jobs.catalog import UnknownJobError
 from spark_jobs.config import commands as config_commands
-from spark_jobs.config.cli_args import UsageError
+from spark_jobs.config.cli_args import OneLineParser, UsageError, print_error
 from spark_jobs.config.durations import DurationError
 from spark_jobs.control import commands as control_commands
 from spark_jobs.experiments import commands as experiment_commands
@@ -28,18 +30,29 @@ COMMAND_GROUPS = (  # the order of `tideline --help`
     local_commands, experiment_commands, streaming_commands, control_commands,
     samples_commands, fraud_commands, results_commands, config_commands,
 )
+DEBUG_VARIABLE = "TIDELINE_DEBUG"  # 1: a failure while running shows its traceback
+BAD_INPUT = (ConfigError, DurationError, UsageError, UnknownJobError)  # exit 2
+USAGE_EXIT = 2
+FAILED_EXIT = 1
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def build_parser() -> OneLineParser:
+    parser = OneLineParser(
         prog="tideline",
         description="Tideline: real-time experiment analytics on Spark.",
+        epilog=f"{DEBUG_VARIABLE}=1 shows the traceback of a failure.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for group in COMMAND_GROUPS:
         group.register(commands)
     return parser
+
+
+def failure_line(exc: BaseException) -> str:
+    """What a failure while running says: its type and the first line of its message."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -52,11 +65,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = load_settings()
         return int(args.func(args, settings) or 0)
-    except (ConfigError, DurationError, UsageError, ValueError, FileNotFoundError) as exc:
-        print(f"tideline: error: {exc}", file=sys.stderr)
-        return 2
+    except BAD_INPUT as exc:
+        print_error(str(exc))
+        return USAGE_EXIT
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:
+        if os.environ.get(DEBUG_VARIABLE, "").strip().lower() in ("1", "true", "yes"):
+            raise
+        print_error(failure_line(exc))
+        return FAILED_EXIT
 
 
 if __name__ == "__main__":

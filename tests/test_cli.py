@@ -72,13 +72,16 @@ def test_metadata_load_and_snapshot_publish(tmp_path: Path) -> None:
         (("snapshot", "publish",), {"TIDELINE_KAFKA__NOPE": "1"}, "unknown setting kafka.nope"),
         (("broker",), {"TIDELINE_KAFKA__BOOTSTRAP": "localhost"}, "has no port"),
         (("broker",), {"TIDELINE_KAFKA__BOOTSTRAP": "localhost:kafka"}, "has no port"),
+        (("snapshot", "publish"), {}, "names a database that does not exist"),  # alerts too
+        (("broker", "--port", "http"), {}, "not a port number"),
+        (("config", "show"), {"TIDELINE_KAFKA__CLIENT": "{a: [}"}, "not valid YAML"),
     ],
 )
 def test_bad_arguments_and_configuration_exit_nonzero_with_one_line(
     tmp_path: Path, args: tuple[str, ...], env: dict[str, str], message: str
 ) -> None:
     result = _tideline(*args, lake=tmp_path, **env)
-    assert result.returncode != 0
+    assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0]
 

@@ -416,7 +416,9 @@ def test_control_plane_values_from_the_environment():
         ("monitor", {"stale_after": 90}, r"monitor\.stale_after: 90 has no unit"),
         ("monitor", {"max_lag": -1}, r"monitor\.max_lag must be a positive integer"),
         ("alerts", {"email_to": ["nobody"]}, r"alerts\.email_to must be a list of e-mail"),
-        ("airflow", {"port": "http"}, r"airflow\.port must be a positive integer"),
+        ("airflow", {"port": "http"}, r"airflow\.port must be a port number \(1-65535\)"),
+        ("airflow", {"port": 70000}, r"airflow\.port must be a port number \(1-65535\)"),
+        ("alerts", {"webhook_url": "ftp://x"}, r"alerts\.webhook_url must be an http"),
     ],
 )
 def test_wrong_control_plane_values_say_what_to_fix(section, values, message):

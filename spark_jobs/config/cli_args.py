@@ -1,17 +1,82 @@
-"""Command-line values every command parses alike: times, dates, rule files, run ids.
+"""Command-line values every command parses alike: times, dates, counts, ports, run ids.
 
 A wrong value raises UsageError (or argparse.ArgumentTypeError) whose message says what to
-write instead; `tideline` turns it into one line on stderr and exit status 2.
+write instead; `tideline` turns it into one line on stderr and exit status 2. The argparse
+types below reject a value before the command starts anything.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
+import sys
+from collections.abc import Callable
 from datetime import UTC, date, datetime
+from typing import NoReturn
+
+from spark_jobs.config.durations import DurationError, parse_duration_ms
+
+ERROR_PREFIX = "tideline: error: "
 
 
 class UsageError(ValueError):
     """A wrong argument; the message says what to write instead."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line (`tideline: error: <command>: <reason>`)
+    instead of the usage text and the reason; `--help` still shows the usage."""
+
+    def error(self, message: str) -> NoReturn:
+        command = self.prog.partition(" ")[2]
+        where = f"{command}: " if command else ""
+        self.exit(2, f"{ERROR_PREFIX}{where}{one_line(message)} (see {self.prog} --help)\n")
+
+
+def one_line(message: str) -> str:
+    """A message on one line: its lines joined, blanks collapsed."""
+    return " ".join(message.split())
+
+
+def _number_type(convert: Callable[[str], float], noun: str,
+                 accepts: Callable[[float], bool]) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not {noun}: {text!r}") from None
+        if not math.isfinite(value) or not accepts(value):
+            raise argparse.ArgumentTypeError(f"must be {noun}, got {text!r}")
+        return value
+
+    return parse
+
+
+positive_int = _number_type(int, "a positive integer", lambda v: v > 0)
+non_negative_int = _number_type(int, "an integer >= 0", lambda v: v >= 0)
+positive_number = _number_type(float, "a positive number", lambda v: v > 0)
+port_number = _number_type(int, "a port number (1-65535)", lambda v: 0 < v < 65536)
+
+
+def duration_ms(text: str) -> int:
+    """argparse type of a duration (`90s`, `15m`, `PT15M`, `0`) -> milliseconds."""
+    try:
+        return parse_duration_ms(text)
+    except DurationError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def time_ms(text: str) -> int:
+    """argparse type of a time (ISO 8601 or epoch ms) -> epoch milliseconds."""
+    try:
+        return parse_time_ms(text)
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def print_error(message: str) -> None:
+    """The one line every failure of `tideline` prints on stderr."""
+    print(f"{ERROR_PREFIX}{one_line(message)}", file=sys.stderr)
 
 
 def parse_time_ms(text: str) -> int:

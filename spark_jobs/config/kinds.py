@@ -66,6 +66,16 @@ class PositiveInt(Kind):
 
 
 @dataclass(frozen=True)
+class Port(Kind):
+    """A TCP port: an integer in 1..65535."""
+
+    def parse(self, value: Any, key: str) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 65536:
+            raise ConfigError(f"{key} must be a port number (1-65535), got {value!r}")
+        return value
+
+
+@dataclass(frozen=True)
 class PositiveNumber(Kind):
     """A number above zero -> float."""
 

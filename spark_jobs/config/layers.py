@@ -67,7 +67,9 @@ def env_layer(environ: Mapping[str, str]) -> Layer:
         try:
             value = yaml.safe_load(text) if text != "" else ""
         except yaml.YAMLError as exc:
-            raise ConfigError(f"{name}: not valid YAML ({exc.__class__.__name__})") from exc
+            raise ConfigError(f"{name}: not valid YAML ({yaml_problem(exc)})") from exc
+        except ValueError:  # YAML's form of a value it cannot build (2026-13-01): the text
+            value = text
         node = tree
         for depth, part in enumerate(path[:-1], start=1):
             node = node.setdefault(part, {})
@@ -89,11 +91,26 @@ def file_layer(path: str | None) -> Layer:
         raise ConfigError(f"{CONFIG_VARIABLE} names {path!r}, which is not a file")
     try:
         loaded = yaml.safe_load(file.read_text()) or {}
+    except OSError as exc:
+        raise ConfigError(f"{CONFIG_VARIABLE} names {path!r}, which cannot be read "
+                          f"({exc.strerror or exc})") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text ({exc.reason})") from exc
     except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {yaml_problem(exc)}") from exc
+    except ValueError as exc:  # a value YAML reads but cannot build, like 2026-13-01
         raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
     if not isinstance(loaded, Mapping):
         raise ConfigError(f"{path}: the top level must be a map of sections")
     return Layer.named(loaded, path)
+
+
+def yaml_problem(exc: yaml.YAMLError) -> str:
+    """What is wrong and where (line, column), on one line."""
+    problem = getattr(exc, "problem", None) or exc.__class__.__name__
+    mark = getattr(exc, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return f"{problem}{where}"
 
 
 def merge_layers(layers: Sequence[Layer]) -> tuple[dict[str, Any], Sources]:

@@ -19,6 +19,7 @@ from spark_jobs.config.kinds import (
     IsoDate,
     Names,
     OptionalText,
+    Port,
     PositiveInt,
     Text,
 )
@@ -35,13 +36,21 @@ class AlertSettings:
     webhook_timeout_ms: int = setting(
         "10s", Duration(minimum=1), "how long a webhook call may take")
 
+    @classmethod
+    def finish(cls, values: dict[str, Any], done: Mapping[str, Any]) -> dict[str, Any]:
+        url = values["webhook_url"]
+        if url is not None and not url.startswith(("http://", "https://")):
+            raise ConfigError(f"alerts.webhook_url must be an http(s) URL, got {url!r}")
+        return values
+
 
 @dataclass(frozen=True)
 class AirflowSettings:
     home: str = setting(
         None, OptionalText(), "AIRFLOW_HOME of the platform (default: infra/airflow_home)")
-    host: str = setting("127.0.0.1", Text(), "address the Airflow UI listens on")
-    port: int = setting(8080, PositiveInt(), "port of the Airflow UI")
+    host: str = setting(
+        "127.0.0.1", Text(form="a host name or address"), "address the Airflow UI listens on")
+    port: int = setting(8080, Port(), "port of the Airflow UI")
     base_url: str = setting(
         None, OptionalText(), "Airflow UI address in alert links (default: http://host:port)")
 

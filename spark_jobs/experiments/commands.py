@@ -7,38 +7,60 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 
 from spark_jobs.config.cli_args import (
+    UsageError,
     add_day_arguments,
+    duration_ms,
     manual_run_id,
+    non_negative_int,
     parse_date,
-    parse_time_ms,
+    positive_int,
+    positive_number,
+    time_ms,
 )
-from spark_jobs.config.durations import parse_duration_ms
 from spark_jobs.settings import Settings
 
+ALL = "all"
 
-def _lookback_ms(text: str | None, settings: Settings) -> int | None:
-    if text is None:
+
+def lookback(text: str) -> int | str:
+    """argparse type of --lookback: a duration, or `all`."""
+    return ALL if text == ALL else duration_ms(text)
+
+
+def _lookback_ms(given: int | str | None, settings: Settings) -> int | None:
+    if given is None:
         return settings.experiments.period_ms
-    if text == "all":
-        return None
-    return parse_duration_ms(text)
+    return None if given == ALL else int(given)
 
 
 def cmd_metadata_load(args: argparse.Namespace, settings: Settings) -> int:
-    from spark_jobs.experiments.admin.metadata import load_csv
+    from spark_jobs.experiments.admin.metadata import MetadataError, load_csv
 
-    count = load_csv(settings.metadata.url, args.file)
+    try:
+        count = load_csv(settings.metadata.url, args.file)
+    except MetadataError as exc:  # the file is wrong: a bad argument
+        raise UsageError(str(exc)) from None
     print(f"loaded {count} ramp rows into {settings.metadata.url}")
     return 0
 
 
 def cmd_snapshot_publish(args: argparse.Namespace, settings: Settings) -> int:
-    from spark_jobs.experiments.admin.snapshot import publish_snapshot
+    """Publish, or fail with one line and an alert when the snapshot would be silently empty:
+    a missing metadata DB or `ramps` table exits 2 (metadata.url is wrong), an empty snapshot
+    replacing current periods exits 1."""
+    from spark_jobs.experiments.admin.metadata import MetadataUnavailable
+    from spark_jobs.experiments.admin.snapshot import EmptySnapshotRefused, publish_snapshot
+    from spark_jobs.experiments.admin.snapshot_alerts import refused_alert, try_send
 
-    as_of = parse_time_ms(args.as_of) if args.as_of else int(time.time() * 1000)
-    path = publish_snapshot(settings, as_of, _lookback_ms(args.lookback, settings))
+    as_of = args.as_of if args.as_of is not None else int(time.time() * 1000)
+    try:
+        path = publish_snapshot(settings, as_of, _lookback_ms(args.lookback, settings))
+    except (MetadataUnavailable, EmptySnapshotRefused) as refused:
+        try_send(settings, refused_alert(refused, as_of), log_line=False)
+        raise
     print(f"published {path}")
     return 0
 
@@ -49,11 +71,16 @@ def cmd_generate(args: argparse.Namespace, settings: Settings) -> int:
     from spark_jobs.experiments.traffic import TrafficSpec, produce
 
     overrides = {"seed": args.seed, "n_users": args.users}
-    if args.duration:
-        overrides["duration_ms"] = parse_duration_ms(args.duration)
-    if args.start:
-        overrides["start_ms"] = parse_time_ms(args.start)
-    spec = TrafficSpec.from_settings(settings.experiments, **overrides)
+    if args.duration is not None:
+        overrides["duration_ms"] = args.duration
+    if args.start is not None:
+        overrides["start_ms"] = args.start
+    try:
+        spec = TrafficSpec.from_settings(settings.experiments, **overrides)
+    except ValueError as exc:  # the arguments and experiments.* make no valid traffic
+        raise UsageError(str(exc)) from None
+    if args.ramps_csv and Path(args.ramps_csv).is_dir():
+        raise UsageError(f"--ramps-csv {args.ramps_csv!r} is a folder, not a file name")
     if args.ramps_csv:
         spec.write_ramps_csv(args.ramps_csv)
         print(f"wrote ramps to {args.ramps_csv}")
@@ -96,11 +123,14 @@ def cmd_validate(args: argparse.Namespace, settings: Settings) -> int:
 def register(commands: argparse._SubParsersAction) -> None:
     """Add the experiment pipeline's commands to `tideline`."""
     generate = commands.add_parser("generate", help="produce synthetic traffic to Kafka")
-    generate.add_argument("--seed", type=int, default=7)
-    generate.add_argument("--users", type=int, default=2000)
-    generate.add_argument("--duration", help="event-time span, e.g. 2h (compressed time)")
-    generate.add_argument("--start", help="event-time start, ISO 8601 (default 2026-01-01)")
-    generate.add_argument("--rate", type=float, help="messages/s (default: as fast as possible)")
+    generate.add_argument("--seed", type=non_negative_int, default=7)
+    generate.add_argument("--users", type=positive_int, default=2000)
+    generate.add_argument("--duration", type=duration_ms,
+                          help="event-time span, e.g. 2h (compressed time)")
+    generate.add_argument("--start", type=time_ms,
+                          help="event-time start, ISO 8601 (default 2026-01-01)")
+    generate.add_argument("--rate", type=positive_number,
+                          help="messages/s (default: as fast as possible)")
     generate.add_argument("--ramps-csv", help="also write the experiments' ramps to this CSV")
     generate.add_argument("--load-metadata", action="store_true",
                           help="also load the experiments' ramps into the metadata DB")
@@ -116,8 +146,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     snapshot = commands.add_parser("snapshot", help="ramp snapshots")
     snapshot_commands = snapshot.add_subparsers(dest="action", required=True, metavar="ACTION")
     publish = snapshot_commands.add_parser("publish", help="publish a ramp snapshot atomically")
-    publish.add_argument("--as-of", help="ISO 8601 time (default: now)")
-    publish.add_argument("--lookback", help="DURATION or 'all' (default: experiments.period)")
+    publish.add_argument("--as-of", type=time_ms, help="ISO 8601 time (default: now)")
+    publish.add_argument("--lookback", type=lookback,
+                         help="DURATION or 'all' (default: experiments.period)")
     publish.set_defaults(func=cmd_snapshot_publish)
 
     recompute = commands.add_parser(

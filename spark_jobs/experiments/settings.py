@@ -5,6 +5,7 @@ Declared once each (`spark_jobs.config.fields.setting`); `spark_jobs.settings` a
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 from spark_jobs.config.fields import ConfigError, setting
 from spark_jobs.config.kinds import Duration, Names, PositiveInt, Text
 
+_DATABASE_URL = re.compile(r"^[A-Za-z][\w+.-]*://")  # dialect[+driver]://..., as SQLAlchemy's
 
 @dataclass(frozen=True)
 class MetadataSettings:
@@ -23,6 +25,11 @@ class MetadataSettings:
     def finish(cls, values: dict[str, Any], done: Mapping[str, Any]) -> dict[str, Any]:
         root = done["lake"].root.rstrip("/")
         values["url"] = values["url"] or f"sqlite:///{root}/metadata.db"
+        if not _DATABASE_URL.match(values["url"]):
+            raise ConfigError(
+                f"metadata.url must be a SQLAlchemy URL like sqlite:///path/metadata.db or "
+                f"postgresql://user@host/db, got {re.sub(r':[^:@/]*@', ':***@', values['url'])!r}"
+            )
         return values
 
 
@@ -40,6 +47,9 @@ class ExperimentSettings:
     critical_event_types: tuple[str, ...] = setting(
         ["impression", "click", "save", "search"], Names(),
         "event types kept by the event filter")
+    snapshot_interval_ms: int = setting(
+        "5m", Duration(minimum=1000), "how often the ramp_snapshot DAG publishes a ramp "
+        "snapshot; filter_activations alerts when its snapshot is 3 of these old")
 
     @classmethod
     def finish(cls, values: dict[str, Any], done: Mapping[str, Any]) -> dict[str, Any]:

@@ -8,7 +8,12 @@ import json
 import sys
 from pathlib import Path
 
-from spark_jobs.config.cli_args import UsageError, add_day_arguments, manual_run_id
+from spark_jobs.config.cli_args import (
+    UsageError,
+    add_day_arguments,
+    manual_run_id,
+    positive_int,
+)
 from spark_jobs.settings import Settings
 
 
@@ -73,7 +78,8 @@ def register(commands: argparse._SubParsersAction) -> None:
         command = rules_commands.add_parser(action, help=text)
         command.add_argument("rule_id", type=int)
     listing = rules_commands.add_parser("list", help="current rules and the latest alerts")
-    listing.add_argument("--alerts", type=int, default=10, help="how many alerts (default 10)")
+    listing.add_argument("--alerts", type=positive_int, default=10,
+                         help="how many alerts (default 10)")
     for command in rules_commands.choices.values():
         command.set_defaults(func=cmd_rules)
     check = rules_commands.add_parser(

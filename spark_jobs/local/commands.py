@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from spark_jobs.config.cli_args import UsageError
+from spark_jobs.config.cli_args import UsageError, port_number, positive_int, positive_number
 from spark_jobs.settings import Settings
 
 
@@ -43,12 +43,14 @@ def cmd_platform(args: argparse.Namespace, settings: Settings) -> int:
 def register(commands: argparse._SubParsersAction) -> None:
     """Add the local stack's commands to `tideline`."""
     broker = commands.add_parser("broker", help="start the embedded Kafka broker (Tansu)")
-    broker.add_argument("--port", type=int, help="port on 127.0.0.1 (default: kafka.bootstrap)")
+    broker.add_argument("--port", type=port_number,
+                        help="port on 127.0.0.1 (default: kafka.bootstrap)")
     broker.set_defaults(func=cmd_broker)
 
     demo = commands.add_parser("demo", help="run the whole pipeline on embedded defaults")
-    demo.add_argument("--rate", type=float, default=2000.0, help="generator messages/s")
-    demo.add_argument("--seconds", type=float, help="stop after this long (default: Ctrl-C)")
+    demo.add_argument("--rate", type=positive_number, default=2000.0, help="generator messages/s")
+    demo.add_argument("--seconds", type=positive_number,
+                      help="stop after this long (default: Ctrl-C)")
     demo.set_defaults(func=cmd_demo)
 
     platform = commands.add_parser(
@@ -56,7 +58,8 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="the whole platform on embedded defaults, managed in the Airflow UI: broker, "
              "metadata DB, Airflow, streaming jobs (deployed by its DAG), synthetic traffic",
     )
-    platform.add_argument("--users", type=int, default=10_000,
+    platform.add_argument("--users", type=positive_int, default=10_000,
                           help="synthetic users (traffic follows the clock: ~20 msg/s per 1000)")
-    platform.add_argument("--seconds", type=float, help="stop after this long (default: Ctrl-C)")
+    platform.add_argument("--seconds", type=positive_number,
+                          help="stop after this long (default: Ctrl-C)")
     platform.set_defaults(func=cmd_platform)

@@ -30,7 +30,6 @@ DEMO_EXPERIMENTS = {
     "dedup_ttl": "20s",
     "cap_per_user_hour": 300,
 }
-SNAPSHOT_EVERY_S = 300
 REFRESH_S = 3.0
 
 
@@ -137,7 +136,7 @@ def run_demo(settings: Settings, rate: float = 2000.0, seconds: float | None = N
             while not stop.is_set():
                 path = publish_snapshot(settings, int(time.time() * 1000) + 10 * 86_400_000, None)
                 print(f"published ramp snapshot {path.name}")
-                stop.wait(SNAPSHOT_EVERY_S)
+                stop.wait(settings.experiments.snapshot_interval_ms / 1000)
 
         publisher = threading.Thread(target=publish_forever, name="snapshot", daemon=True)
         publisher.start()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from spark_jobs.config.cli_args import UsageError
+from spark_jobs.config.cli_args import UsageError, port_number
 from spark_jobs.settings import Settings
 
 
@@ -23,5 +23,5 @@ def register(commands: argparse._SubParsersAction) -> None:
     dashboard = commands.add_parser(
         "dashboard", help="experiment results dashboard on 127.0.0.1 (verdicts, lift, bands)"
     )
-    dashboard.add_argument("--port", type=int, help="port (default: dashboard.port, 8050)")
+    dashboard.add_argument("--port", type=port_number, help="port (default: dashboard.port, 8050)")
     dashboard.set_defaults(func=cmd_dashboard)

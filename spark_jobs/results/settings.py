@@ -15,6 +15,7 @@ from spark_jobs.config.kinds import (
     Duration,
     Names,
     OpenFraction,
+    Port,
     PositiveInt,
     PositiveNumber,
     Text,
@@ -59,7 +60,9 @@ class StatsSettings:
 
 @dataclass(frozen=True)
 class DashboardSettings:
-    host: str = setting("127.0.0.1", Text(), "address the results dashboard listens on")
-    port: int = setting(8050, PositiveInt(), "port of the results dashboard")
+    host: str = setting(
+        "127.0.0.1", Text(form="a host name or address"),
+        "address the results dashboard listens on")
+    port: int = setting(8050, Port(), "port of the results dashboard")
     refresh_ms: int = setting(
         "10s", Duration(minimum=1000), "how often the dashboard page reloads its results")

@@ -35,6 +35,7 @@ OLD_DEFAULTS: dict[str, dict[str, Any]] = {
         "period": "3d", "window": "15m", "lateness": "10m", "dedup_ttl": "5m",
         "cap_per_user_hour": 1000,
         "critical_event_types": ["impression", "click", "save", "search"],
+        "snapshot_interval": "5m",
     },
     "jobs": {
         "trigger": "1s", "max_records_per_trigger": 200_000, "snapshot_refresh": "10s",

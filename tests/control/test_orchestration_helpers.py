@@ -14,7 +14,12 @@ from types import SimpleNamespace
 import pytest
 
 from spark_jobs.control.orchestration.environment import airflow_environment, write_settings_file
-from spark_jobs.control.orchestration.runs import as_of_ms, run_day, validation_start
+from spark_jobs.control.orchestration.runs import (
+    as_of_ms,
+    run_day,
+    schedule_every,
+    validation_start,
+)
 from spark_jobs.control.orchestration.standalone import session_members, stop_session
 from spark_jobs.local.platform_stack import platform_start_date
 from spark_jobs.settings import ConfigError, load_settings
@@ -136,3 +141,19 @@ def test_a_failed_task_alert_names_the_task_and_the_first_line_of_its_error():
     assert fields["summary"] == "task recompute failed: spark-submit exited 1"
     assert fields["details"] == {"task_id": "recompute", "try_number": 2}
     assert failure_alert_fields({"ti": ti})["summary"] == "task recompute failed: see the task log"
+
+
+@pytest.mark.parametrize(
+    ("interval", "schedule"),
+    [
+        ("5m", "*/5 * * * *"),  # the default experiments.snapshot_interval
+        ("1m", "* * * * *"),
+        ("2h", "0 */2 * * *"),
+        ("1d", "0 0 * * *"),
+        ("7m", datetime.timedelta(minutes=7)),  # does not divide the hour
+        ("30s", datetime.timedelta(seconds=30)),
+    ],
+)
+def test_the_snapshot_dag_runs_every_snapshot_interval(interval, schedule):
+    settings = load_settings(environ={}, overrides={"experiments": {"snapshot_interval": interval}})
+    assert schedule_every(settings.experiments.snapshot_interval_ms) == schedule

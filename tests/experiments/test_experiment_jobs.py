@@ -207,3 +207,32 @@ def test_experiment_metrics_counts_events_arriving_before_their_activation(
         ["experiment_group", "event_type", "window_end"]
     ).sort_index()
     assert list(after.loc[("control", "save")].triggered_users) == [1, 1, 1, 1, 1, 2]
+
+
+def test_filter_activations_alerts_once_when_its_snapshot_is_stale(
+    own_broker, make_settings, run_now
+):
+    """CONTRACTS.md section 9: a snapshot older than 3 publish intervals (the publisher
+    stopped) raises one alert, not one per batch; a fresh snapshot raises none."""
+    from spark_jobs.experiments.admin.snapshot import PREFIX, snapshot_as_of
+
+    settings = make_settings(own_broker, experiments={"period": "30m", "snapshot_interval": "1m"})
+    add_ramps(settings.metadata.url, [RampRow("exp_a", "control", BASE, 10, True)])
+    path = publish_snapshot(settings, BASE + 3_600_000, None)
+    hour_ago_ns = time.time_ns() - 3_600 * 10**9  # published an hour ago: 60 intervals
+    path.rename(path.with_name(f"{PREFIX}{hour_ago_ns:020d}_asof_{snapshot_as_of(path):015d}.csv"))
+    activation = {"user_id": 1, "experiment_hash": "exp_a", "experiment_group": "control",
+                  "ts": BASE + 5 * M}
+    _produce(settings, "experiment_activations", [activation])
+    run_now(settings, "filter_activations")
+    _produce(settings, "experiment_activations", [{**activation, "user_id": 2}])
+    run_now(settings, "filter_activations")  # a restart on the same stale snapshot
+    alerts = _table(settings, "alerts")
+    assert list(alerts.kind) == ["snapshot_stale"]
+    assert set(alerts.source) == {"filter_activations"}
+    assert list(_table(settings, "raw_activations").user_id.sort_values()) == [1, 2]
+
+    publish_snapshot(settings, BASE + 3_600_000, None)  # the publisher is back
+    _produce(settings, "experiment_activations", [{**activation, "user_id": 3}])
+    run_now(settings, "filter_activations")
+    assert len(_table(settings, "alerts")) == 1

@@ -33,8 +33,8 @@ from spark_jobs.control.orchestration.runs import (
 from spark_jobs.settings import load_settings
 
 
-def periodic_dag(dag_id: str, doc: str, schedule: str, *, timeout: timedelta, retries: int,
-                 retry_delay: timedelta) -> Callable[..., Any]:
+def periodic_dag(dag_id: str, doc: str, schedule: str | timedelta, *, timeout: timedelta,
+                 retries: int, retry_delay: timedelta) -> Callable[..., Any]:
     """The @dag decorator of a DAG run on `schedule` from now on (no catch-up)."""
     return dag(
         dag_id=dag_id,

@@ -74,6 +74,19 @@ def as_of_ms(context: Mapping[str, Any]) -> int:
     return int(moment.timestamp() * 1000)
 
 
+def schedule_every(interval_ms: int) -> str | datetime.timedelta:
+    """The schedule of a DAG run every `interval_ms`: a cron on the clock's round minutes or
+    hours when the interval divides the hour or the day, else the interval itself."""
+    minute, hour = 60_000, 3_600_000
+    if interval_ms % minute == 0 and 60 % (interval_ms // minute) == 0:
+        step = interval_ms // minute
+        return "* * * * *" if step == 1 else f"*/{step} * * * *"
+    if interval_ms % hour == 0 and 24 % (interval_ms // hour) == 0:
+        step = interval_ms // hour
+        return f"0 */{step} * * *" if step < 24 else "0 0 * * *"
+    return datetime.timedelta(milliseconds=interval_ms)
+
+
 def run_url(settings: Settings, context: Mapping[str, Any]) -> str:
     """Link to this run in the Airflow UI."""
     return settings.airflow.run_url(context["dag_run"].dag_id, context["run_id"])

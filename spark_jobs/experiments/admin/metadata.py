@@ -2,6 +2,10 @@
 
 SQLite by default, PostgreSQL (or anything SQLAlchemy speaks) by URL. Rows keep an
 autoincrement id because ties in ramp_ts are broken by load order.
+
+Loading creates the DB and the table; publishing a snapshot reads with `must_exist`, which
+opens SQLite read-only and fails when the DB or its `ramps` table is missing (CONTRACTS.md
+section 9): a mistyped metadata.url must not publish an empty snapshot.
 """
 
 from __future__ import annotations
@@ -28,7 +32,9 @@ from sqlalchemy import (
     make_url,
     select,
 )
+from sqlalchemy import exc as sql_errors
 
+from spark_jobs.config.fields import ConfigError
 from spark_jobs.contracts.tables import RAMPS_HEADER
 from spark_jobs.experiments.core.periods import RampRow
 
@@ -52,6 +58,61 @@ _BOOLEANS = {"true": True, "1": True, "false": False, "0": False}
 
 class MetadataError(ValueError):
     """Metadata that cannot be loaded; the message names the file, line and field."""
+
+
+class MetadataUnavailable(ConfigError):
+    """metadata.url names no database, one that cannot be opened, or one without `ramps`."""
+
+
+def shown_url(url: str) -> str:
+    """The URL as messages show it: the password masked."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except sql_errors.ArgumentError:
+        return url
+
+
+def _sqlite_file(url: str) -> Path | None:
+    """The file of an on-disk SQLite URL (None for other databases and in-memory ones)."""
+    parsed = make_url(url)
+    database = parsed.database or ""
+    if parsed.get_backend_name() != "sqlite" or database in ("", ":memory:"):
+        return None
+    if database.startswith("file:"):  # a URI filename: its path ends at the query
+        database = database[len("file:"):].split("?", 1)[0]
+    return Path(database).expanduser()
+
+
+@contextmanager
+def _existing(url: str) -> Iterator[Engine]:
+    """An engine on a database that exists, never creating it (SQLite opens read-only)."""
+    try:
+        file = _sqlite_file(url)
+    except sql_errors.ArgumentError as exc:
+        raise MetadataUnavailable(f"metadata.url {url!r} is not a database URL: {exc}") from None
+    if file is not None and not file.is_file():
+        raise MetadataUnavailable(
+            f"metadata.url {shown_url(url)} names a database that does not exist ({file}); "
+            "check metadata.url, or load ramps first with `tideline metadata load FILE.csv`"
+        )
+    if file is not None:
+        url = f"sqlite:///file:{file}?mode=ro&uri=true"
+    try:
+        engine = create_engine(url)
+    except (sql_errors.ArgumentError, sql_errors.NoSuchModuleError, ImportError) as exc:
+        raise MetadataUnavailable(
+            f"metadata.url {shown_url(url)} cannot be used: {_first_line(exc)}"
+        ) from None
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+
+
+def _first_line(exc: BaseException) -> str:
+    origin = getattr(exc, "orig", None) or exc
+    lines = str(origin).strip().splitlines()
+    return lines[0] if lines else type(origin).__name__
 
 
 @contextmanager
@@ -107,23 +168,39 @@ def add_ramps(url: str, rows: Iterable[RampRow]) -> int:
     return len(batch)
 
 
-def read_ramps(url: str) -> list[RampRow]:
-    """Every row in load order; an empty list when the table does not exist yet."""
-    with _engine(url) as engine:
-        if not inspect(engine).has_table(ramps.name):
-            return []
-        query = select(
-            ramps.c.experiment_hash,
-            ramps.c.experiment_group,
-            ramps.c.ramp_ts,
-            ramps.c.allocation_pct,
-            ramps.c.is_control,
-        ).order_by(ramps.c.id)
-        with engine.connect() as conn:
-            return [
-                RampRow(h, g, int(ts), float(pct), bool(ctl))
-                for h, g, ts, pct, ctl in conn.execute(query)
-            ]
+def read_ramps(url: str, *, must_exist: bool = False) -> list[RampRow]:
+    """Every row in load order; an empty list when the table does not exist yet, or with
+    `must_exist` MetadataUnavailable when the database or its `ramps` table is missing."""
+    if not must_exist:
+        with _engine(url) as engine:
+            return _read_rows(engine) if inspect(engine).has_table(ramps.name) else []
+    with _existing(url) as engine:
+        try:
+            if not inspect(engine).has_table(ramps.name):
+                raise MetadataUnavailable(
+                    f"metadata.url {shown_url(url)} has no `ramps` table; check metadata.url, "
+                    "or load ramps with `tideline metadata load FILE.csv`"
+                )
+            return _read_rows(engine)
+        except sql_errors.DBAPIError as exc:  # no such database, refused, no access...
+            raise MetadataUnavailable(
+                f"cannot read the metadata DB at metadata.url {shown_url(url)}: {_first_line(exc)}"
+            ) from None
+
+
+def _read_rows(engine: Engine) -> list[RampRow]:
+    query = select(
+        ramps.c.experiment_hash,
+        ramps.c.experiment_group,
+        ramps.c.ramp_ts,
+        ramps.c.allocation_pct,
+        ramps.c.is_control,
+    ).order_by(ramps.c.id)
+    with engine.connect() as conn:
+        return [
+            RampRow(h, g, int(ts), float(pct), bool(ctl))
+            for h, g, ts, pct, ctl in conn.execute(query)
+        ]
 
 
 def _parse_field(name: str, text: str) -> str | int | float | bool:

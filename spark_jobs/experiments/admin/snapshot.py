@@ -7,6 +7,10 @@ lexicographically greatest name is the latest snapshot (no pointer file that cou
 disagree with the folder). Publication times are forced strictly increasing within a
 folder, so "latest" means "last published" even when the clock steps back or an operator
 re-publishes an older as_of.
+
+A snapshot never goes silently empty (CONTRACTS.md section 9): publishing reads a metadata DB
+that must exist and hold `ramps`, and refuses a snapshot without periods when the previous
+one has periods that the new one's lookback still covers.
 """
 
 from __future__ import annotations
@@ -37,6 +41,11 @@ _STALE_TEMP_S = 3600
 
 class SnapshotError(ValueError):
     """A snapshot file that cannot be read; the message names the file and line."""
+
+
+class EmptySnapshotRefused(RuntimeError):
+    """The new snapshot has no periods while the previous one has periods still inside the
+    lookback: the metadata DB lost its ramps, or metadata.url names another DB."""
 
 
 @dataclass(frozen=True)
@@ -134,9 +143,31 @@ def write_snapshot(folder: str | Path, items: Iterable[Period], as_of_ms: int) -
 
 
 def current_periods(settings: Settings, as_of_ms: int, lookback_ms: int | None) -> list[Period]:
-    """The periods of the metadata DB that a snapshot as of `as_of_ms` holds."""
-    rows = read_ramps(settings.metadata.url)
+    """The periods of the metadata DB that a snapshot as of `as_of_ms` holds; the DB must
+    exist and have its `ramps` table (MetadataUnavailable otherwise)."""
+    rows = read_ramps(settings.metadata.url, must_exist=True)
     return snapshot_periods(periods(rows, settings.experiments.period_ms), as_of_ms, lookback_ms)
+
+
+def check_not_silently_empty(chosen: list[Period], previous: Path | None, as_of_ms: int,
+                             lookback_ms: int | None) -> None:
+    """EmptySnapshotRefused when `chosen` is empty but the previous snapshot has periods
+    whose ramp-up lies in the new snapshot's (as_of - lookback, as_of]."""
+    if chosen or previous is None:
+        return
+    try:
+        rows = read_snapshot(previous)
+    except (OSError, SnapshotError):
+        return  # an unreadable previous snapshot says nothing about the ramps
+    lower = None if lookback_ms is None else as_of_ms - lookback_ms
+    kept = [r for r in rows
+            if r.group_ramp_time <= as_of_ms and (lower is None or r.group_ramp_time > lower)]
+    if kept:
+        raise EmptySnapshotRefused(
+            f"refusing to publish an empty ramp snapshot: the metadata DB has no period as of "
+            f"{as_of_ms} ms, but the previous snapshot {previous.name} has {len(kept)} period(s) "
+            "that are still inside the lookback; check metadata.url and the ramps table"
+        )
 
 
 def publish_snapshot(settings: Settings, as_of_ms: int, lookback_ms: int | None) -> Path:
@@ -145,6 +176,9 @@ def publish_snapshot(settings: Settings, as_of_ms: int, lookback_ms: int | None)
     The CLI passes lookback = experiments.period by default (CONTRACTS.md section 3).
     """
     chosen = current_periods(settings, as_of_ms, lookback_ms)
+    check_not_silently_empty(
+        chosen, latest_snapshot_path(settings.lake.snapshots), as_of_ms, lookback_ms
+    )
     path = write_snapshot(settings.lake.snapshots, chosen, as_of_ms)
     log.info("published %d periods as of %d to %s", len(chosen), as_of_ms, path)
     return path
@@ -269,6 +303,14 @@ def prune_snapshots(folder: str | Path, keep: int) -> list[Path]:
     return removed
 
 
+def snapshot_published_ms(path: Path) -> int:
+    """When a snapshot was published (ms), from its file name."""
+    match = _NAME.match(path.name)
+    if match is None:
+        raise SnapshotError(f"{path.name} is not a snapshot file name")
+    return int(match.group(1)) // 1_000_000
+
+
 def snapshot_as_of(path: Path) -> int:
     """The as_of (ms) encoded in a snapshot file name."""
     match = _NAME.match(path.name)
@@ -294,4 +336,5 @@ def publish_for_run(settings: Settings, as_of_ms: int) -> tuple[Path, bool]:
             return latest, False
         if latest_as_of == as_of_ms and latest.read_text() == render_snapshot(chosen):
             return latest, False
+    check_not_silently_empty(chosen, latest, as_of_ms, settings.experiments.period_ms)
     return write_snapshot(settings.lake.snapshots, chosen, as_of_ms), True

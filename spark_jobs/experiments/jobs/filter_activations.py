@@ -26,6 +26,7 @@ from spark_jobs.contracts.reasons import MALFORMED
 from spark_jobs.contracts.tables import RAW_ACTIVATIONS, TABLE_RAW_ACTIVATIONS
 from spark_jobs.contracts.topics import TOPIC_ACTIVATIONS, TOPIC_FILTERED_ACTIVATIONS
 from spark_jobs.experiments.admin.snapshot import SnapshotWatcher, read_snapshot
+from spark_jobs.experiments.admin.snapshot_alerts import StaleSnapshotAlarm
 from spark_jobs.experiments.jobs.filter_sink import FilterSink
 from spark_jobs.settings import Settings
 from spark_jobs.streaming.kafka.source import read_topic
@@ -66,9 +67,11 @@ class SnapshotFrame:
         )
         self._path: Path | None = None
         self._frame = spark.createDataFrame([], SNAPSHOT_SCHEMA)
+        self.stale = StaleSnapshotAlarm(settings, NAME)
 
     def current(self) -> DataFrame:
         self.watcher.current()
+        self.stale.check(self.watcher.path)
         if self.watcher.path != self._path and self.watcher.path is not None:
             rows = [
                 (r.experiment_hash, r.experiment_group, r.group_ramp_time,
