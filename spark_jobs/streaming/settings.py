@@ -27,13 +27,15 @@ class KafkaSettings:
 
 @dataclass(frozen=True)
 class SparkSettings:
-    master: str = setting("local[*]", Text(), "Spark master URL (spark://host:7077, k8s://...)")
+    master: str = setting("local[*]", Text(form="a Spark master URL"),
+                          "Spark master URL (spark://host:7077, k8s://...)")
     conf: dict[str, Any] = setting({}, Map(), "extra Spark settings")
 
 
 @dataclass(frozen=True)
 class LakeSettings:
-    root: str = setting("./lake", Text(), "root URI of the Delta tables (path or object store)")
+    root: str = setting("./lake", Text(form="a path or URI"),
+                        "root URI of the Delta tables (path or object store)")
     checkpoints: str = setting(
         None, Text(optional=True), "Spark checkpoint root, one folder per job "
         "(default: <lake.root>/_checkpoints)")
