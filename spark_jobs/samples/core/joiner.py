@@ -22,8 +22,13 @@ Semantics (CONTRACTS.md section 8 and the lead's decisions):
   coordinates first, so the first arrival wins). Emitted views are forgotten at once: a
   re-delivery is behind the watermark and dead-lettered `late`; likewise an engagement that
   only arrives after its view was emitted cannot learn of it and ends `no_view`.
-- An explicit view_id naming a pending view of another post (or user) is dead-lettered
-  `view_mismatch`, whichever of the two arrived first.
+- Across users and after emission, views are de-duplicated upstream (core/dedup.py): a
+  DuplicateView is counted and, unless the id is pending here, leaves a marker with the first
+  arrival's (user, post) until watermark >= its ts + window, so that engagements naming it
+  are judged against the first arrival (another user or post: `view_mismatch`; the same:
+  the first arrival's window is over, `outside_window`).
+- An explicit view_id naming a pending view (or a marker) of another post (or user) is
+  dead-lettered `view_mismatch`, whichever of the two arrived first.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ import pickle
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from spark_jobs.samples.core.dedup import DuplicateView
 from spark_jobs.samples.core.outputs import (
     LATE,
     NO_VIEW,
@@ -57,7 +63,7 @@ __all__ = [
     "advance",
 ]
 
-_FORMAT = 1  # version of the to_bytes layout
+_FORMAT = 2  # version of the to_bytes layout (1: without markers, still read)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,18 +88,29 @@ class PendingEngagement:
     view_seen: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class Marker:
+    """A view_id this user sent as a duplicate: whose (user, post) its first arrival is, and
+    the watermark at which it is forgotten (the duplicate's ts + window)."""
+
+    user_id: int
+    post_id: int
+    until: int
+
+
 @dataclass(slots=True)
 class UserJoinState:
-    """Pending views by view_id (kept without their raw text) and pending engagements in
-    arrival order. window_ms is the window of the last step, so that next_wakeup needs no
-    parameters (the KeyState protocol)."""
+    """Pending views by view_id (kept without their raw text), pending engagements in
+    arrival order, and markers of duplicate views by view_id. window_ms is the window of the
+    last step, so that next_wakeup needs no parameters (the KeyState protocol)."""
 
     window_ms: int = 0
     views: dict[str, View] = field(default_factory=dict)
     engagements: list[PendingEngagement] = field(default_factory=list)
+    markers: dict[str, Marker] = field(default_factory=dict)
 
     def is_empty(self) -> bool:
-        return not self.views and not self.engagements
+        return not self.views and not self.engagements and not self.markers
 
     def pending_size(self) -> tuple[int, int]:
         """(pending views, pending engagements), for state-size metrics."""
@@ -101,9 +118,10 @@ class UserJoinState:
 
     def next_wakeup(self) -> int | None:
         """The earliest watermark at which advance() emits something; None when empty."""
-        times = [v.ts for v in self.views.values()]
-        times.extend(p.engagement.ts for p in self.engagements)
-        return min(times) + self.window_ms if times else None
+        times = [v.ts + self.window_ms for v in self.views.values()]
+        times.extend(p.engagement.ts + self.window_ms for p in self.engagements)
+        times.extend(m.until for m in self.markers.values())
+        return min(times) if times else None
 
     def to_bytes(self) -> bytes:
         """Plain tuples, not the classes, so stored state survives refactoring."""
@@ -117,14 +135,17 @@ class UserJoinState:
             for p in self.engagements
             for e in (p.engagement,)
         ]
-        return pickle.dumps((_FORMAT, self.window_ms, views, engagements), protocol=5)
+        markers = [(view_id, m.user_id, m.post_id, m.until) for view_id, m in self.markers.items()]
+        return pickle.dumps((_FORMAT, self.window_ms, views, engagements, markers), protocol=5)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> UserJoinState:
-        version, window_ms, views, engagements = pickle.loads(data)
-        if version != _FORMAT:
+        version, window_ms, views, engagements, *rest = pickle.loads(data)
+        if version not in (1, _FORMAT):
             raise ValueError(f"unknown training_samples state format {version}")
         state = cls(window_ms)
+        for view_id, user_id, post_id, until in rest[0] if rest else ():
+            state.markers[view_id] = Marker(user_id, post_id, until)
         for view_id, user_id, post_id, ts, context, *src in views:
             state.views[view_id] = View(view_id, user_id, post_id, ts, context, Source(*src))
         for user_id, post_id, view_id, signal, ts, raw, *src, view_seen in engagements:
@@ -145,14 +166,14 @@ def _engagement_order(pending: PendingEngagement) -> tuple[int, str, int, int]:
     return (pending.engagement.ts, *pending.engagement.source.order)
 
 
-def _same_target(engagement: Engagement, view: View) -> bool:
+def _same_target(engagement: Engagement, view: View | Marker) -> bool:
     return engagement.user_id == view.user_id and engagement.post_id == view.post_id
 
 
 # -- arrivals ------------------------------------------------------------------------------
 def add_records(
     state: UserJoinState,
-    records: Iterable[View | Engagement | Rejected],
+    records: Iterable[View | DuplicateView | Engagement | Rejected],
     watermark_ms: int,
     params: JoinParameters,
 ) -> StepResult:
@@ -160,10 +181,10 @@ def add_records(
     a record that is not late cannot be due yet (call advance for the same watermark)."""
     state.window_ms = params.window_ms
     result = StepResult()
-    views: list[View] = []
+    views: list[View | DuplicateView] = []
     engagements: list[Engagement] = []
     for record in sorted(records, key=lambda r: r.source.order):
-        if isinstance(record, View):
+        if isinstance(record, View | DuplicateView):
             views.append(record)
         elif isinstance(record, Engagement):
             engagements.append(record)
@@ -172,7 +193,10 @@ def add_records(
         else:
             raise TypeError(f"not a samples record: {record!r}")
     for view in views:
-        _add_view(state, view, watermark_ms, result)
+        if isinstance(view, DuplicateView):
+            _add_duplicate(state, view, params, result)
+        else:
+            _add_view(state, view, watermark_ms, result)
     for engagement in engagements:
         _add_engagement(state, engagement, watermark_ms, params, result)
     return result
@@ -186,15 +210,44 @@ def _add_view(state: UserJoinState, view: View, watermark_ms: int, result: StepR
         result.duplicate_views += 1
         return
     state.views[view.view_id] = dataclasses.replace(view, raw="")
-    if any(p.engagement.view_id == view.view_id for p in state.engagements):
-        kept = []
-        for pending in state.engagements:
-            e = pending.engagement
-            if e.view_id == view.view_id and not _same_target(e, view):
-                result.dead_letters.append(DeadLetter(VIEW_MISMATCH, e.raw, e.source))
-            else:
-                kept.append(pending)
-        state.engagements = kept
+    state.markers.pop(view.view_id, None)  # the user's own view of the id governs
+    _mismatch_pending(state, view.view_id, view, result)
+
+
+def _add_duplicate(
+    state: UserJoinState, duplicate: DuplicateView, params: JoinParameters, result: StepResult
+) -> None:
+    """Count it; unless the id is pending here, remember whose view the id is."""
+    result.duplicate_views += 1
+    view = duplicate.view
+    if view.view_id in state.views:
+        return
+    until = view.ts + params.window_ms
+    old = state.markers.get(view.view_id)
+    marker = Marker(duplicate.first_user_id, duplicate.first_post_id,
+                    until if old is None else max(old.until, until))
+    state.markers[view.view_id] = marker
+    _mismatch_pending(state, view.view_id, marker, result)
+
+
+def _mismatch_pending(
+    state: UserJoinState, view_id: str, target: View | Marker, result: StepResult
+) -> None:
+    """Dead-letter the pending engagements naming view_id that are of another user or post;
+    the others, when the target is a marker, know their view was seen (its window is over)."""
+    if not any(p.engagement.view_id == view_id for p in state.engagements):
+        return
+    kept = []
+    for pending in state.engagements:
+        e = pending.engagement
+        if e.view_id != view_id:
+            kept.append(pending)
+        elif not _same_target(e, target):
+            result.dead_letters.append(DeadLetter(VIEW_MISMATCH, e.raw, e.source))
+        else:
+            pending.view_seen = pending.view_seen or isinstance(target, Marker)
+            kept.append(pending)
+    state.engagements = kept
 
 
 def _add_engagement(
@@ -210,11 +263,13 @@ def _add_engagement(
     elif engagement.ts < watermark_ms:
         reason = LATE
     elif engagement.view_id is not None:
-        view = state.views.get(engagement.view_id)
-        if view is not None and not _same_target(engagement, view):
+        target = state.views.get(engagement.view_id) or state.markers.get(engagement.view_id)
+        if target is not None and not _same_target(engagement, target):
             reason = VIEW_MISMATCH
     if reason is None:
-        state.engagements.append(PendingEngagement(engagement))
+        seen = engagement.view_id is not None and engagement.view_id not in state.views and (
+            engagement.view_id in state.markers)
+        state.engagements.append(PendingEngagement(engagement, seen))
     else:
         result.dead_letters.append(DeadLetter(reason, engagement.raw, engagement.source))
 
@@ -240,6 +295,8 @@ def advance(state: UserJoinState, watermark_ms: int, params: JoinParameters) -> 
             e = pending.engagement
             seen = pending.view_seen or (e.view_id is not None and e.view_id in state.views)
             result.orphans.append(Orphan(e, OUTSIDE_WINDOW if seen else NO_VIEW))
+    if state.markers:
+        state.markers = {k: m for k, m in state.markers.items() if m.until > watermark_ms}
     return result
 
 
