@@ -7,10 +7,11 @@ user's records meet in one key, and all of a user's samples go to one partition 
 seen within `samples.dedup_ttl`, across users and after its sample (CONTRACTS.md section 9),
 so a view yields one sample however often it is sent. Either side may come first; a view's
 sample is emitted once the watermark (`samples.lateness` behind the newest ts of either
-topic) passes view ts + `samples.window`. The driver then publishes the samples as Avro (schema versioned in
-spark_jobs/samples/encoding/schemas, Kafka compression `samples.compression`), dead-letters what
-could not be used, appends orphan engagements, and inserts the samples into the Delta table
-by sample_id: a replayed or re-delivered sample is never written twice.
+topic) passes view ts + `samples.window`. The driver then publishes the samples as Avro
+(schema versioned in spark_jobs/samples/encoding/schemas, Kafka compression
+`samples.compression`), dead-letters what could not be used, appends orphan engagements, and
+inserts the samples into the Delta table by sample_id: a replayed or re-delivered sample is
+never written twice.
 """
 
 from __future__ import annotations
