@@ -14,7 +14,7 @@ The rule, which is what the shadow recomputation applies too:
   X.ts >= F.ts + ttl is a new view of the same id and becomes the first arrival in turn.
 - A record behind the watermark is neither remembered nor judged: the join dead-letters it
   `late`, as every record behind the watermark.
-- A duplicate keeps the first arrival's (user_id, post_id), so that the duplicate's user, whose
+- A duplicate keeps the first arrival's (user_id, post_id, ts), so that the duplicate's user, whose
   join never sees that view, can dead-letter engagements naming it (`view_mismatch`).
 """
 
@@ -61,11 +61,12 @@ class FirstArrival:
 @dataclass(frozen=True, slots=True)
 class DuplicateView:
     """A view dropped as a later arrival of an id already seen, with the first arrival's
-    user and post (what the id's engagements are checked against)."""
+    user, post and ts (what the id's engagements are checked against)."""
 
     view: View
     first_user_id: int
     first_post_id: int
+    first_ts: int
 
     @property
     def source(self) -> Source:
@@ -96,5 +97,5 @@ def dedup_views(
             first = FirstArrival(view.ts, view.user_id, view.post_id, ttl_ms)
             out.append(view)
         else:
-            out.append(DuplicateView(view, first.user_id, first.post_id))
+            out.append(DuplicateView(view, first.user_id, first.post_id, first.ts))
     return first, out

@@ -1,12 +1,13 @@
 """Spark adapter of the view de-duplication (core/dedup.py): keyed by view_id, ahead of the
 per-user join, so that a view_id re-sent under another user, or after its sample, is seen.
 
-Rows go through unchanged, with two more columns: `first_user_id` and `first_post_id` are set
-on a view dropped as a duplicate (the join counts it and judges the id's engagements against
-them). Only views have state: one blob per view_id (the first arrival) with one event-time
-timer at its ts + samples.dedup_ttl, so the state lives in the checkpoint. Engagements share
-one key per Kafka partition and pass through; so do views that cannot be parsed (the join
-dead-letters them) and views behind the watermark (the join dead-letters them `late`).
+Rows go through unchanged, with three more columns: `first_user_id`, `first_post_id` and
+`first_ts` are set on a view dropped as a duplicate (the join counts it and judges the id's
+engagements against its first arrival). Only views have state: one blob per view_id (the
+first arrival) with one event-time timer at its ts + samples.dedup_ttl, so the state lives in
+the checkpoint. Engagements share one key per Kafka partition and pass through; so do views
+that cannot be parsed (the join dead-letters them) and views behind the watermark (the join
+dead-letters them `late`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from spark_jobs.samples.core.records import Source, View, parse_view
 from spark_jobs.streaming.blob_state import BlobStateProcessor
 
 VIEW_KEY = "view_key"  # the grouping column (not in the output)
-FIRST_USER, FIRST_POST = "first_user_id", "first_post_id"
+FIRST_USER, FIRST_POST, FIRST_TS = "first_user_id", "first_post_id", "first_ts"
 
 
 def view_key(topic: Column, value_text: Column) -> Column:
@@ -36,9 +37,9 @@ def view_key(topic: Column, value_text: Column) -> Column:
 
 
 def dedup_schema(columns: StructType) -> StructType:
-    """The input columns, then the first arrival's user and post of a duplicate view."""
-    return StructType([*columns.fields, StructField(FIRST_USER, LongType(), True),
-                       StructField(FIRST_POST, LongType(), True)])
+    """The input columns, then the first arrival's user, post and ts of a duplicate view."""
+    return StructType([*columns.fields, *(StructField(name, LongType(), True)
+                                          for name in (FIRST_USER, FIRST_POST, FIRST_TS))])
 
 
 def source_of(row: Any) -> Source:
@@ -96,6 +97,7 @@ class ViewDedupProcessor(BlobStateProcessor):
     def _out(self, row: Any, duplicate: DuplicateView | None) -> Row:
         fields = {name: row[name] for name in self.columns}
         if duplicate is None:
-            return Row(**fields, **{FIRST_USER: None, FIRST_POST: None})
+            return Row(**fields, **{FIRST_USER: None, FIRST_POST: None, FIRST_TS: None})
         return Row(**fields, **{FIRST_USER: duplicate.first_user_id,
-                                FIRST_POST: duplicate.first_post_id})
+                                FIRST_POST: duplicate.first_post_id,
+                                FIRST_TS: duplicate.first_ts})

@@ -42,7 +42,7 @@ from spark_jobs.samples.core.records import (
     parse_engagement,
     parse_view,
 )
-from spark_jobs.samples.processors.dedup_processor import FIRST_POST, FIRST_USER
+from spark_jobs.samples.processors.dedup_processor import FIRST_POST, FIRST_TS, FIRST_USER
 from spark_jobs.streaming.blob_state import BlobStateProcessor
 from spark_jobs.streaming.lake.dead_letters import DeadLetter, origin_columns
 from spark_jobs.streaming.processor import output_schema as processor_schema
@@ -83,7 +83,8 @@ def parsed(rows: Iterable[Any], signals: Sequence[str]
             view = parse_view(row.value, source)
             first_user = getattr(row, FIRST_USER, None)
             if first_user is not None and isinstance(view, View):
-                view = DuplicateView(view, first_user, getattr(row, FIRST_POST))
+                view = DuplicateView(view, first_user, getattr(row, FIRST_POST),
+                                     getattr(row, FIRST_TS))
             records.append(view)
         else:
             records.append(parse_engagement(row.value, source, signals))
