@@ -23,10 +23,11 @@ Semantics (CONTRACTS.md section 8 and the lead's decisions):
   re-delivery is behind the watermark and dead-lettered `late`; likewise an engagement that
   only arrives after its view was emitted cannot learn of it and ends `no_view`.
 - Across users and after emission, views are de-duplicated upstream (core/dedup.py): a
-  DuplicateView is counted and, unless the id is pending here, leaves a marker with the first
-  arrival's (user, post) until watermark >= its ts + window, so that engagements naming it
-  are judged against the first arrival (another user or post: `view_mismatch`; the same:
-  the first arrival's window is over, `outside_window`).
+  DuplicateView is counted and leaves a marker with its first arrival's (user, post, ts)
+  until watermark >= its ts + window. An explicit view_id names, among the pending view and
+  the markers of the id, the latest at or before the engagement, else the earliest (first
+  arrivals of one id are a TTL apart); a marker's of another user or post is
+  `view_mismatch`, one's of the same is a view whose window is over (`outside_window`).
 - An explicit view_id naming a pending view (or a marker) of another post (or user) is
   dead-lettered `view_mismatch`, whichever of the two arrived first.
 """

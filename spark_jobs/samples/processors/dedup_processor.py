@@ -70,11 +70,12 @@ class ViewDedupProcessor(BlobStateProcessor):
         duplicates: dict[tuple[int, int], DuplicateView] = {}
         if views:
             payload, timer = self.state.load()
-            first = FirstArrival.from_bytes(payload) if payload is not None else None
-            first, judged = dedup_views(first, views, watermark_ms, self.ttl_ms)
+            old = FirstArrival.from_bytes(payload) if payload is not None else None
+            first, judged = dedup_views(old, views, watermark_ms, self.ttl_ms)
             duplicates = {(d.source.partition, d.source.offset): d for d in judged
                           if isinstance(d, DuplicateView)}
-            self._save(first, timer, watermark_ms)
+            if first != old:  # only duplicates: nothing to write
+                self._save(first, timer, watermark_ms)
         for row in rows:
             duplicate = (duplicates.get((row.kafka_partition, row.kafka_offset))
                          if row.kafka_topic == TOPIC_VIEWS else None)
