@@ -429,6 +429,7 @@ def test_wrong_control_plane_values_say_what_to_fix(section, values, message):
 def test_samples_defaults_follow_the_contract():
     s = load_settings(environ={}).samples
     assert (s.window_ms, s.lateness_ms) == (10 * MINUTE, 2 * MINUTE)
+    assert s.dedup_ttl_ms == 24 * 60 * MINUTE
     assert s.signals == ("like", "share", "comment", "favorite", "play", "skip")
     assert (s.compression, s.min_match_rate) == ("zstd", 0.999)
 
@@ -442,6 +443,8 @@ def test_samples_defaults_follow_the_contract():
         ({"compression": "brotli"}, "samples.compression must be one of"),
         ({"min_match_rate": 1.5}, "samples.min_match_rate"),
         ({"window": "0"}, "samples.window"),
+        ({"dedup_ttl": "0"}, "samples.dedup_ttl"),
+        ({"dedup_ttl": "5m"}, "samples.dedup_ttl must not be shorter than samples.window"),
     ],
 )
 def test_wrong_samples_values_say_what_to_fix(values, message):

@@ -19,13 +19,17 @@ _FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 @dataclass(frozen=True)
 class SamplesSettings:
-    """training_samples: attribution window, watermark delay, the label signals (config order
-    is the labels' field order), the Kafka compression of the samples topic, and the match
-    rate below which the shadow validation alerts."""
+    """training_samples: attribution window, watermark delay, how long a view_id is
+    remembered, the label signals (config order is the labels' field order), the Kafka
+    compression of the samples topic, and the match rate below which the shadow validation
+    alerts."""
 
     window_ms: int = setting(
         "10m", Duration(minimum=1), "attribution window: engagements joined to a view")
     lateness_ms: int = setting("2m", Duration(), "watermark delay of views and engagements")
+    dedup_ttl_ms: int = setting(
+        "1d", Duration(minimum=1),
+        "how long (event time) a view_id's first arrival is remembered, across users")
     signals: tuple[str, ...] = setting(
         ["like", "share", "comment", "favorite", "play", "skip"], Names(),
         "engagement signals that become label fields, in this order")
@@ -43,4 +47,8 @@ class SamplesSettings:
                 f"samples.signals must be distinct names of letters, digits and _ (they become "
                 f"label fields), got {list(signals)!r}"
             )
+        if values["dedup_ttl_ms"] < values["window_ms"]:
+            # a view_id re-sent beyond the TTL is a new view: its window must not overlap the
+            # first one's, or one user's join would hold two pending views of one id
+            raise ConfigError("samples.dedup_ttl must not be shorter than samples.window")
         return values

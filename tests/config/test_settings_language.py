@@ -60,7 +60,7 @@ OLD_DEFAULTS: dict[str, dict[str, Any]] = {
         "shards": 2, "snapshot_every": 500, "idle_timeout": "1s",
     },
     "samples": {
-        "window": "10m", "lateness": "2m",
+        "window": "10m", "lateness": "2m", "dedup_ttl": "1d",
         "signals": ["like", "share", "comment", "favorite", "play", "skip"],
         "compression": "zstd", "min_match_rate": 0.999,
     },

@@ -84,7 +84,7 @@ HAND_VIEWS: list[Raw] = [
     (1, 0, _view("v5", 4, 40, 100)),
     (1, 1, _view("v6", 4, 40, 600)),
     (1, 5, _view("w0", 7, 70, 300)),  # same ts as w1: the later (partition, offset) wins
-    (1, 6, _view("shared", 8, 80, 10)),  # one view_id, two users: keyed by user, both kept
+    (1, 6, _view("shared", 8, 80, 10)),  # one view_id, two users: the first arrival wins
     (1, 7, _view("shared", 9, 90, 10)),
 ]
 HAND_ENGAGEMENTS: list[Raw] = [
@@ -112,6 +112,7 @@ HAND_ENGAGEMENTS: list[Raw] = [
     (1, 0, _eng(4, 40, None, "share", 700)),  # latest at or before: v6
     (1, 1, _eng(4, 40, None, "like", 550)),  # latest at or before: v5
     (1, 2, _eng(4, 40, "nope", "like", 700)),  # no such view: no_view
+    (1, 3, _eng(9, 90, "shared", "like", 15)),  # user 9's duplicate is user 8's view
 ]
 
 
@@ -144,12 +145,11 @@ def test_every_rule_on_handcrafted_rows(spark: SparkSession) -> None:
         _expected("w0", 7, 70, 300, {}, "like"),
         _expected("w1", 7, 70, 300, {}),
         _expected("shared", 8, 80, 10, {}),
-        _expected("shared", 9, 90, 10, {}),
     ])
 
     outcomes = engagement_outcomes(views, engagements, WINDOW, SIGNALS).collect()
     assert Counter(r.outcome for r in outcomes) == {
-        "attached": 10, "no_view": 5, "outside_window": 2, "view_mismatch": 1,
+        "attached": 10, "no_view": 5, "outside_window": 2, "view_mismatch": 2,
         "unknown_signal": 1, "malformed": 5,
     }
     orphans = [r for r in outcomes if r.outcome in ("no_view", "outside_window")]
@@ -169,24 +169,31 @@ def _is_int(value: Any) -> bool:
 
 
 def _reference(
-    views: list[Raw], engagements: list[Raw], window: int, signals: tuple[str, ...]
+    views: list[Raw], engagements: list[Raw], window: int, signals: tuple[str, ...],
+    ttl: int | None = None,
 ) -> tuple[list[tuple[Any, ...]], list[tuple[int, int, str]]]:
-    """The contract, literally: every engagement looks at every view."""
+    """The contract, literally: every engagement looks at every view; a view_id is
+    de-duplicated across users, first (partition, offset) wins, for `ttl` of event time."""
     def parse(value: Any) -> Any:
         try:
             return json.loads(value) if isinstance(value, str) else value
         except ValueError:
             return None
 
-    kept: dict[tuple[int, str], dict[str, Any]] = {}
+    kept: dict[tuple[str, int], dict[str, Any]] = {}  # (view_id, ts) -> first arrival
+    known: dict[tuple[int, str], list[dict[str, Any]]] = {}  # first arrivals a user knows of
+    last: dict[str, dict[str, Any]] = {}
     for p, o, value in sorted(views, key=lambda r: (r[0], r[1])):
         v = parse(value)
         if not (isinstance(v, dict) and isinstance(v.get("view_id"), str) and v["view_id"]
                 and _is_int(v.get("user_id")) and _is_int(v.get("post_id"))
                 and _is_int(v.get("ts")) and v["ts"] >= 0):
             continue
-        kept.setdefault((v["user_id"], v["view_id"]), {**v, "_at": (p, o)})
-    hits: dict[tuple[int, str], set[str]] = {key: set() for key in kept}
+        first = last.get(v["view_id"])
+        if first is None or (ttl is not None and v["ts"] >= first["ts"] + ttl):
+            first = last[v["view_id"]] = kept[(v["view_id"], v["ts"])] = {**v, "_at": (p, o)}
+        known.setdefault((v["user_id"], v["view_id"]), []).append(first)
+    hits: dict[tuple[str, int], set[str]] = {key: set() for key in kept}
     orphans = []
     for p, o, value in engagements:
         e = parse(value)
@@ -198,8 +205,12 @@ def _reference(
         if e["signal"] not in signals:
             continue
         if e.get("view_id") is not None:
-            view = kept.get((e["user_id"], e["view_id"]))
-            if view is not None and view["post_id"] != e["post_id"]:
+            firsts = known.get((e["user_id"], e["view_id"]), [])
+            before = [v for v in firsts if v["ts"] <= e["ts"]]
+            view = (max(before, key=lambda v: v["ts"]) if before
+                    else min(firsts, key=lambda v: v["ts"], default=None))
+            if view is not None and (view["user_id"], view["post_id"]) != (
+                    e["user_id"], e["post_id"]):
                 continue  # view_mismatch
         else:
             before = [v for v in kept.values() if v["user_id"] == e["user_id"]
@@ -208,7 +219,7 @@ def _reference(
         if view is None:
             orphans.append((p, o, "no_view"))
         elif view["ts"] <= e["ts"] < view["ts"] + window:
-            hits[(view["user_id"], view["view_id"])].add(e["signal"])
+            hits[(view["view_id"], view["ts"])].add(e["signal"])
         else:
             orphans.append((p, o, "outside_window"))
     samples = []
@@ -252,17 +263,21 @@ def _random_rows(seed: int) -> tuple[list[Raw], list[Raw]]:
     return views, engagements
 
 
-def test_random_rows_agree_with_brute_force(spark: SparkSession) -> None:
+@pytest.mark.parametrize("ttl", [None, 2_000])
+def test_random_rows_agree_with_brute_force(spark: SparkSession, ttl: int | None) -> None:
+    """View ids shared by users and re-sent; with a TTL, some again as new views."""
     raw_views, raw_engagements = _random_rows(seed=20240601)
     window = 700
     views, engagements = _frame(spark, raw_views), _frame(spark, raw_engagements)
-    expected_samples, expected_orphans = _reference(raw_views, raw_engagements, window, SIGNALS)
+    expected_samples, expected_orphans = _reference(raw_views, raw_engagements, window, SIGNALS,
+                                                    ttl)
     assert sum(any(s[6]) for s in expected_samples) > 10  # the data exercises the labels
     assert len(expected_orphans) > 10
-    assert _sample_tuples(recompute_samples(views, engagements, window, SIGNALS).collect()) == (
-        expected_samples
-    )
-    orphans = recompute_orphans(views, engagements, window, SIGNALS).collect()
+    ids = [s[0] for s in expected_samples]
+    assert (len(set(ids)) == len(ids)) == (ttl is None), "with a TTL, some ids come back"
+    samples = recompute_samples(views, engagements, window, SIGNALS, ttl).collect()
+    assert _sample_tuples(samples) == expected_samples
+    orphans = recompute_orphans(views, engagements, window, SIGNALS, ttl).collect()
     assert sorted((r.kafka_partition, r.kafka_offset, r.reason) for r in orphans) == (
         expected_orphans
     )

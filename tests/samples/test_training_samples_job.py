@@ -17,7 +17,7 @@ from spark_jobs.contracts.tables import (
 from spark_jobs.contracts.topics import TOPIC_ENGAGEMENTS, TOPIC_TRAINING_SAMPLES, TOPIC_VIEWS
 from spark_jobs.samples.encoding.sample_avro import decode_sample
 from spark_jobs.streaming.kafka.topic_reader import read_all
-from spark_jobs.streaming.lake.delta import read_arrow
+from spark_jobs.streaming.lake.delta import read_arrow, table_exists
 
 pytestmark = pytest.mark.integration
 
@@ -117,7 +117,9 @@ def test_shuffled_traffic_killed_job_equals_the_batch_recomputation(
         own_broker, make_settings, run_now, spark, tmp_path):
     """Generated traffic (either side first, disorder below the lateness) through a job that
     is SIGKILLed mid-stream and resumed: every view yields exactly one sample, equal to the
-    independent batch recomputation; a corrupted table fails the shadow check with an alert."""
+    independent batch recomputation, also for views read before the kill and sent again after
+    it, by their user or another (the first arrivals are in the checkpoint); a corrupted table
+    fails the shadow check with an alert."""
     import datetime
 
     import pytest
@@ -155,18 +157,30 @@ def test_shuffled_traffic_killed_job_equals_the_batch_recomputation(
     kill_mid_stream(settings, "training_samples", 3, tmp_path)
     assert read_arrow(settings.lake.table(TABLE_TRAINING_SAMPLES)).num_rows > 0, \
         "killed after some samples were out"
-    produce(records[len(records) * 2 // 3:] + clock)
+    # ten early views again by their user, ten under another user, all on time
+    early = [json.loads(r[2]) for r in records[: len(records) // 3] if r[0] == TOPIC_VIEWS]
+    last_ts = max(json.loads(r[2])["ts"] for r in records if r[0] == TOPIC_VIEWS)
+    last_kafka = max(r[3] for r in records)
+    again = [{**v, "ts": last_ts, "user_id": v["user_id"] + n // 10} for n, v in
+             enumerate(early[:20])]
+    resent = [(TOPIC_VIEWS, str(v["user_id"]), json.dumps(v).encode(), last_kafka + 1)
+              for v in again]
+    produce(records[len(records) * 2 // 3:] + resent + clock)
     run_now(settings, "training_samples")  # resumes from the checkpoint
 
-    views = {json.loads(r[2])["view_id"] for r in records if r[0] == TOPIC_VIEWS}
+    firsts = {(v["view_id"], v["user_id"], v["ts"]) for v in (
+        json.loads(r[2]) for r in records if r[0] == TOPIC_VIEWS)}
+    views = {view_id for view_id, _, _ in firsts}
     stored = read_arrow(settings.lake.table(TABLE_TRAINING_SAMPLES)).to_pylist()
     assert sorted(s["sample_id"] for s in stored) == sorted(views), "one sample per view"
+    assert {(s["sample_id"], s["user_id"], s["ts"]) for s in stored} == firsts
     assert sum(any(s["labels"].values()) for s in stored) > 100
     report = compare_day(spark, settings, day)
     assert report.agrees and report.batch_samples == len(views), report.as_dict()
     assert shadow_day(spark, settings, day, "test-run")["match_rate"] == 1.0
-    published = read_all(kafka, TOPIC_TRAINING_SAMPLES)
-    assert {decode_sample(m.value)["sample_id"] for m in published} == views
+    published = [decode_sample(m.value) for m in read_all(kafka, TOPIC_TRAINING_SAMPLES)]
+    assert {(s["sample_id"], s["user_id"], s["ts"]) for s in published} == firsts, \
+        "a replay may publish a sample again, never a second sample of a view"
 
     victims = sorted(views)[:2]  # 2 of 1,200 missing: 99.83 % < 99.9 %
     DeltaTable(settings.lake.table(TABLE_TRAINING_SAMPLES)).delete(
@@ -209,3 +223,53 @@ def test_the_shadow_check_of_a_day_without_topics_passes_with_nothing_compared(
     summary = shadow_day(spark, settings, datetime.date(2026, 1, 1), "empty-run")
     assert (summary["batch_samples"], summary["streaming_samples"], summary["match_rate"]) == (
         0, 0, 1.0)
+
+
+def test_a_view_id_re_sent_after_its_sample_or_under_another_user_yields_one_sample(
+        own_broker, make_settings, run_now):
+    """CONTRACTS.md section 9: a view_id is de-duplicated across users and after its sample,
+    within samples.dedup_ttl of its first arrival; the dropped views are counted, and the
+    engagements naming them belong to the first arrival (another user: view_mismatch)."""
+    from spark_jobs.catalog import system_topics
+    from spark_jobs.streaming.kafka.topic_admin import ensure_topics
+
+    settings = make_settings(own_broker)
+    kafka = settings.kafka
+    ensure_topics(kafka, system_topics("samples"), kafka.partitions)
+    hour = 3_600_000
+    # x1 under users 2 and 3: the first Kafka timestamp wins, whatever the partitions
+    send(kafka, TOPIC_VIEWS, [(T0 + 1, view("x1", 3, 30, T0 + 2_000, n=3))], key="3")
+    send(kafka, TOPIC_VIEWS, [(T0, view("r1", 1, 10, T0)), (T0, view("x1", 2, 20, T0 + 1_000))],
+         key="2")
+    send(kafka, TOPIC_ENGAGEMENTS, [
+        (T0, engagement(1, 10, "share", T0 + 1_000, "r1")),
+        (T0, engagement(2, 20, "like", T0 + 1_500, "x1")),
+        (T0, engagement(3, 30, "play", T0 + 2_500, "x1")),  # x1 is user 2's view
+    ], key="2")
+    send(kafka, TOPIC_VIEWS, [(T0, view("clock", 9, 90, T0 + hour))], key="9")
+
+    def duplicates(query) -> list[int]:
+        return [p.observedMetrics["training_samples"]["duplicate_views"]
+                for p in query.recentProgress if "training_samples" in p.observedMetrics]
+
+    assert sum(duplicates(run_now(settings, "training_samples"))) == 1
+    expected = [sample("r1", 1, 10, T0, {}, "share"), sample("x1", 2, 20, T0 + 1_000, {}, "like")]
+    assert stored_samples(settings) == expected
+
+    # an hour later, r1 again (its sample is out), by user 1 and by user 4, both on time
+    send(kafka, TOPIC_VIEWS, [(T0 + hour, view("r1", 1, 10, T0 + hour + 5_000, again=1))],
+         key="1")
+    send(kafka, TOPIC_VIEWS, [(T0 + hour, view("r1", 4, 40, T0 + hour + 6_000))], key="4")
+    send(kafka, TOPIC_ENGAGEMENTS, [(T0 + hour, engagement(4, 40, "like", T0 + hour + 7_000,
+                                                           "r1"))], key="4")
+    send(kafka, TOPIC_VIEWS, [(T0 + hour, view("clock2", 9, 90, T0 + 2 * hour))], key="9")
+    assert sum(duplicates(run_now(settings, "training_samples"))) == 2
+    expected.insert(0, sample("clock", 9, 90, T0 + hour, {}))
+    assert stored_samples(settings) == expected
+    published = sorted((s["sample_id"], s["user_id"], s["ts"]) for s in (
+        decode_sample(m.value) for m in read_all(kafka, TOPIC_TRAINING_SAMPLES)))
+    assert published == [("clock", 9, T0 + hour), ("r1", 1, T0), ("x1", 2, T0 + 1_000)]
+    dead = read_arrow(settings.lake.table(TABLE_DEAD_LETTERS)).to_pylist()
+    assert sorted((d["reason"], json.loads(d["raw_value"])["user_id"]) for d in dead) == [
+        ("view_mismatch", 3), ("view_mismatch", 4)]
+    assert not table_exists(settings.lake.table(TABLE_ORPHAN_ENGAGEMENTS))

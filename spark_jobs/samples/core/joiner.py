@@ -22,8 +22,14 @@ Semantics (CONTRACTS.md section 8 and the lead's decisions):
   coordinates first, so the first arrival wins). Emitted views are forgotten at once: a
   re-delivery is behind the watermark and dead-lettered `late`; likewise an engagement that
   only arrives after its view was emitted cannot learn of it and ends `no_view`.
-- An explicit view_id naming a pending view of another post (or user) is dead-lettered
-  `view_mismatch`, whichever of the two arrived first.
+- Across users and after emission, views are de-duplicated upstream (core/dedup.py): a
+  DuplicateView is counted and leaves a marker with its first arrival's (user, post, ts)
+  until watermark >= its ts + window. An explicit view_id names, among the pending view and
+  the markers of the id, the latest at or before the engagement, else the earliest (first
+  arrivals of one id are a TTL apart); a marker's of another user or post is
+  `view_mismatch`, one's of the same is a view whose window is over (`outside_window`).
+- An explicit view_id naming a pending view (or a marker) of another post (or user) is
+  dead-lettered `view_mismatch`, whichever of the two arrived first.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ import pickle
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from spark_jobs.samples.core.dedup import DuplicateView
 from spark_jobs.samples.core.outputs import (
     LATE,
     NO_VIEW,
@@ -57,7 +64,7 @@ __all__ = [
     "advance",
 ]
 
-_FORMAT = 1  # version of the to_bytes layout
+_FORMAT = 2  # version of the to_bytes layout (1: without markers, still read)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,24 +83,39 @@ class JoinParameters:
 
 @dataclass(slots=True)
 class PendingEngagement:
-    """An engagement waiting for its view; view_seen: its view was known while it waited."""
+    """An engagement waiting for its view; view_seen: its view was known while it waited;
+    target_ts: the ts of the view its view_id names, as far as known (None: none known)."""
 
     engagement: Engagement
     view_seen: bool = False
+    target_ts: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Marker:
+    """A view_id this user sent as a duplicate: its first arrival's (user, post, ts), and the
+    watermark at which it is forgotten (the duplicate's ts + window)."""
+
+    user_id: int
+    post_id: int
+    ts: int
+    until: int
 
 
 @dataclass(slots=True)
 class UserJoinState:
-    """Pending views by view_id (kept without their raw text) and pending engagements in
-    arrival order. window_ms is the window of the last step, so that next_wakeup needs no
-    parameters (the KeyState protocol)."""
+    """Pending views by view_id (kept without their raw text), pending engagements in
+    arrival order, and markers of duplicate views by view_id (one per first arrival).
+    window_ms is the window of the last step, so that next_wakeup needs no parameters (the
+    KeyState protocol)."""
 
     window_ms: int = 0
     views: dict[str, View] = field(default_factory=dict)
     engagements: list[PendingEngagement] = field(default_factory=list)
+    markers: dict[str, list[Marker]] = field(default_factory=dict)
 
     def is_empty(self) -> bool:
-        return not self.views and not self.engagements
+        return not self.views and not self.engagements and not self.markers
 
     def pending_size(self) -> tuple[int, int]:
         """(pending views, pending engagements), for state-size metrics."""
@@ -101,9 +123,10 @@ class UserJoinState:
 
     def next_wakeup(self) -> int | None:
         """The earliest watermark at which advance() emits something; None when empty."""
-        times = [v.ts for v in self.views.values()]
-        times.extend(p.engagement.ts for p in self.engagements)
-        return min(times) + self.window_ms if times else None
+        times = [v.ts + self.window_ms for v in self.views.values()]
+        times.extend(p.engagement.ts + self.window_ms for p in self.engagements)
+        times.extend(m.until for marks in self.markers.values() for m in marks)
+        return min(times) if times else None
 
     def to_bytes(self) -> bytes:
         """Plain tuples, not the classes, so stored state survives refactoring."""
@@ -113,23 +136,31 @@ class UserJoinState:
         ]
         engagements = [
             (e.user_id, e.post_id, e.view_id, e.signal, e.ts, e.raw, *_coordinates(e.source),
-             p.view_seen)
+             p.view_seen, p.target_ts)
             for p in self.engagements
             for e in (p.engagement,)
         ]
-        return pickle.dumps((_FORMAT, self.window_ms, views, engagements), protocol=5)
+        markers = [(view_id, m.user_id, m.post_id, m.ts, m.until)
+                   for view_id, marks in self.markers.items() for m in marks]
+        return pickle.dumps((_FORMAT, self.window_ms, views, engagements, markers), protocol=5)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> UserJoinState:
-        version, window_ms, views, engagements = pickle.loads(data)
-        if version != _FORMAT:
+        version, window_ms, views, engagements, *rest = pickle.loads(data)
+        if version not in (1, _FORMAT):
             raise ValueError(f"unknown training_samples state format {version}")
         state = cls(window_ms)
+        for view_id, *marker in rest[0] if rest else ():
+            state.markers.setdefault(view_id, []).append(Marker(*marker))
         for view_id, user_id, post_id, ts, context, *src in views:
             state.views[view_id] = View(view_id, user_id, post_id, ts, context, Source(*src))
-        for user_id, post_id, view_id, signal, ts, raw, *src, view_seen in engagements:
+        for user_id, post_id, view_id, signal, ts, raw, *src in engagements:
+            target_ts = src.pop() if version == _FORMAT else None
+            view_seen = src.pop()
             engagement = Engagement(user_id, post_id, view_id, signal, ts, raw, Source(*src))
-            state.engagements.append(PendingEngagement(engagement, view_seen))
+            if version == 1 and view_id in state.views:
+                target_ts = state.views[view_id].ts
+            state.engagements.append(PendingEngagement(engagement, view_seen, target_ts))
         return state
 
 
@@ -145,25 +176,26 @@ def _engagement_order(pending: PendingEngagement) -> tuple[int, str, int, int]:
     return (pending.engagement.ts, *pending.engagement.source.order)
 
 
-def _same_target(engagement: Engagement, view: View) -> bool:
+def _same_target(engagement: Engagement, view: View | Marker) -> bool:
     return engagement.user_id == view.user_id and engagement.post_id == view.post_id
 
 
 # -- arrivals ------------------------------------------------------------------------------
 def add_records(
     state: UserJoinState,
-    records: Iterable[View | Engagement | Rejected],
+    records: Iterable[View | DuplicateView | Engagement | Rejected],
     watermark_ms: int,
     params: JoinParameters,
 ) -> StepResult:
-    """Take one batch of parsed records. Emits only dead letters and the duplicate count:
-    a record that is not late cannot be due yet (call advance for the same watermark)."""
+    """Take one batch of parsed records. Emits dead letters and the duplicate count, and the
+    sample of a due view whose id arrives again as a new view (a record that is not late
+    cannot be due yet: call advance for the same watermark)."""
     state.window_ms = params.window_ms
     result = StepResult()
-    views: list[View] = []
+    views: list[View | DuplicateView] = []
     engagements: list[Engagement] = []
     for record in sorted(records, key=lambda r: r.source.order):
-        if isinstance(record, View):
+        if isinstance(record, View | DuplicateView):
             views.append(record)
         elif isinstance(record, Engagement):
             engagements.append(record)
@@ -172,29 +204,90 @@ def add_records(
         else:
             raise TypeError(f"not a samples record: {record!r}")
     for view in views:
-        _add_view(state, view, watermark_ms, result)
+        if isinstance(view, DuplicateView):
+            _add_duplicate(state, view, params, result)
+        else:
+            _add_view(state, view, watermark_ms, params, result)
     for engagement in engagements:
         _add_engagement(state, engagement, watermark_ms, params, result)
     return result
 
 
-def _add_view(state: UserJoinState, view: View, watermark_ms: int, result: StepResult) -> None:
+def _add_view(state: UserJoinState, view: View, watermark_ms: int, params: JoinParameters,
+              result: StepResult) -> None:
     if view.ts < watermark_ms:
         result.dead_letters.append(DeadLetter(LATE, view.raw, view.source))
         return
-    if view.view_id in state.views:
-        result.duplicate_views += 1
-        return
+    pending = state.views.get(view.view_id)
+    if pending is not None:
+        if pending.ts + params.window_ms > watermark_ms:
+            result.duplicate_views += 1
+            return
+        # due, and its timer fires after these rows: this is the id's next view (the
+        # de-duplication let it through), so the pending one closes first, as advance would
+        _close(state, [pending], params, result)
     state.views[view.view_id] = dataclasses.replace(view, raw="")
-    if any(p.engagement.view_id == view.view_id for p in state.engagements):
-        kept = []
-        for pending in state.engagements:
-            e = pending.engagement
-            if e.view_id == view.view_id and not _same_target(e, view):
-                result.dead_letters.append(DeadLetter(VIEW_MISMATCH, e.raw, e.source))
-            else:
-                kept.append(pending)
-        state.engagements = kept
+    _retarget_pending(state, view.view_id, view, result)
+
+
+def _add_duplicate(
+    state: UserJoinState, duplicate: DuplicateView, params: JoinParameters, result: StepResult
+) -> None:
+    """Count it and remember whose view the id is (one marker per first arrival)."""
+    result.duplicate_views += 1
+    view = duplicate.view
+    until = view.ts + params.window_ms
+    marks = state.markers.setdefault(view.view_id, [])
+    for i, old in enumerate(marks):
+        if old.ts == duplicate.first_ts:
+            marks[i] = dataclasses.replace(old, until=max(old.until, until))
+            return
+    marker = Marker(duplicate.first_user_id, duplicate.first_post_id, duplicate.first_ts, until)
+    marks.append(marker)
+    _retarget_pending(state, view.view_id, marker, result)
+
+
+def _takes_over(new_ts: int, old_ts: int | None, at: int) -> bool:
+    """Whether a view of the id at new_ts, rather than old_ts, is the one an engagement at
+    `at` names: the latest at or before it, else the earliest."""
+    if old_ts is None:
+        return True
+    if new_ts <= at:
+        return old_ts > at or new_ts > old_ts
+    return old_ts > at and new_ts < old_ts
+
+
+def _target(state: UserJoinState, engagement: Engagement) -> View | Marker | None:
+    """The view (or a marker's first arrival) the engagement's view_id names, if known."""
+    target: View | Marker | None = None
+    view_id = engagement.view_id
+    for known in (state.views.get(view_id), *state.markers.get(view_id, ())):
+        if known is not None and (
+                target is None or _takes_over(known.ts, target.ts, engagement.ts)):
+            target = known
+    return target
+
+
+def _retarget_pending(
+    state: UserJoinState, view_id: str, target: View | Marker, result: StepResult
+) -> None:
+    """A view (or marker) of view_id is now known: the pending engagements it becomes the
+    target of are dead-lettered if of another user or post; if it is a marker's, their view
+    was seen (its window is over)."""
+    if not any(p.engagement.view_id == view_id for p in state.engagements):
+        return
+    kept = []
+    for pending in state.engagements:
+        e = pending.engagement
+        if e.view_id != view_id or not _takes_over(target.ts, pending.target_ts, e.ts):
+            kept.append(pending)
+        elif not _same_target(e, target):
+            result.dead_letters.append(DeadLetter(VIEW_MISMATCH, e.raw, e.source))
+        else:
+            pending.target_ts = target.ts
+            pending.view_seen = pending.view_seen or isinstance(target, Marker)
+            kept.append(pending)
+    state.engagements = kept
 
 
 def _add_engagement(
@@ -209,12 +302,12 @@ def _add_engagement(
         reason = UNKNOWN_SIGNAL  # the parser rejects these already; kept for direct callers
     elif engagement.ts < watermark_ms:
         reason = LATE
-    elif engagement.view_id is not None:
-        view = state.views.get(engagement.view_id)
-        if view is not None and not _same_target(engagement, view):
-            reason = VIEW_MISMATCH
+    target = None if engagement.view_id is None else _target(state, engagement)
+    if reason is None and target is not None and not _same_target(engagement, target):
+        reason = VIEW_MISMATCH
     if reason is None:
-        state.engagements.append(PendingEngagement(engagement))
+        state.engagements.append(PendingEngagement(
+            engagement, isinstance(target, Marker), None if target is None else target.ts))
     else:
         result.dead_letters.append(DeadLetter(reason, engagement.raw, engagement.source))
 
@@ -240,6 +333,10 @@ def advance(state: UserJoinState, watermark_ms: int, params: JoinParameters) -> 
             e = pending.engagement
             seen = pending.view_seen or (e.view_id is not None and e.view_id in state.views)
             result.orphans.append(Orphan(e, OUTSIDE_WINDOW if seen else NO_VIEW))
+    if state.markers:
+        kept = {k: [m for m in marks if m.until > watermark_ms]
+                for k, marks in state.markers.items()}
+        state.markers = {k: marks for k, marks in kept.items() if marks}
     return result
 
 

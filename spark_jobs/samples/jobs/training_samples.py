@@ -3,12 +3,15 @@
 The seed's joiner (a KeyedCoProcessFunction over RocksDB state) as one transformWithState
 keyed by user_id, which is also how the seed avoids concurrent updates of a user: all of a
 user's records meet in one key, and all of a user's samples go to one partition of the
-`training_samples` topic. Either side may come first; a view's sample is emitted once the
-watermark (`samples.lateness` behind the newest ts of either topic) passes view ts +
-`samples.window`. The driver then publishes the samples as Avro (schema versioned in
-spark_jobs/samples/encoding/schemas, Kafka compression `samples.compression`), dead-letters what
-could not be used, appends orphan engagements, and inserts the samples into the Delta table
-by sample_id: a replayed or re-delivered sample is never written twice.
+`training_samples` topic. Ahead of it, a transformWithState keyed by view_id drops a view_id
+seen within `samples.dedup_ttl`, across users and after its sample (CONTRACTS.md section 9),
+so a view yields one sample however often it is sent. Either side may come first; a view's
+sample is emitted once the watermark (`samples.lateness` behind the newest ts of either
+topic) passes view ts + `samples.window`. The driver then publishes the samples as Avro
+(schema versioned in spark_jobs/samples/encoding/schemas, Kafka compression
+`samples.compression`), dead-letters what could not be used, appends orphan engagements, and
+inserts the samples into the Delta table by sample_id: a replayed or re-delivered sample is
+never written twice.
 """
 
 from __future__ import annotations
@@ -31,6 +34,12 @@ from spark_jobs.contracts.tables import (
 from spark_jobs.contracts.topics import TOPIC_ENGAGEMENTS, TOPIC_TRAINING_SAMPLES, TOPIC_VIEWS
 from spark_jobs.samples.core.joiner import JoinParameters
 from spark_jobs.samples.encoding.sample_avro import SampleEncoder
+from spark_jobs.samples.processors.dedup_processor import (
+    VIEW_KEY,
+    ViewDedupProcessor,
+    dedup_schema,
+    view_key,
+)
 from spark_jobs.samples.processors.join_processor import (
     KIND_DUPLICATES,
     KIND_ORPHAN,
@@ -59,8 +68,9 @@ def _counted(kind: str) -> F.Column:
 
 
 def build(spark: SparkSession, settings: Settings) -> DataFrame:
-    """Both topics through one source, the watermark on ts, one stateful step per user, and
-    per-batch counts (samples, orphans, dead letters, duplicate views) in the query progress."""
+    """Both topics through one source, the watermark on ts, one stateful step per view_id
+    (de-duplication) then one per user (the join), and per-batch counts (samples, orphans,
+    dead letters, duplicate views) in the query progress."""
     samples = settings.samples
     raw = read_topic(
         spark, settings.kafka, (TOPIC_VIEWS, TOPIC_ENGAGEMENTS),
@@ -74,7 +84,12 @@ def build(spark: SparkSession, settings: Settings) -> DataFrame:
     ts = F.when(F.col("user_id").isNotNull(), F.get_json_object(text, "$.ts").try_cast("long"))
     timed = with_event_time(keyed, ts, samples.lateness_ms,
                             max_clock_skew_ms=settings.jobs.max_clock_skew_ms)
-    joined = timed.groupBy("user_id").transformWithState(
+    deduped = timed.withColumn(VIEW_KEY, view_key(F.col("kafka_topic"), text)).groupBy(
+        VIEW_KEY).transformWithState(
+        ViewDedupProcessor(timed.schema, samples.dedup_ttl_ms), dedup_schema(timed.schema),
+        "append", "EventTime",
+    )
+    joined = deduped.groupBy("user_id").transformWithState(
         SampleJoinProcessor(join_parameters(settings)),
         output_schema(samples.signals),
         "append",

@@ -1,11 +1,13 @@
 """Spark adapter of the training-sample join (training_samples): keyed by user_id.
 
-Rows are the raw messages of `views` and `engagements`; the processor parses them with the
-domain's parsers, runs `add_records` then `advance` at the batch's watermark, and keeps the
-user's pending views and engagements as one blob with one event-time timer (the earliest
-close), so a user who goes quiet still gets samples and orphans out when event time moves on.
-Output rows have a `kind`: sample, orphan, dead, or duplicates (the count of re-delivered
-views dropped, for the job's metrics).
+Rows are the raw messages of `views` and `engagements`, after the view de-duplication
+(dedup_processor.py: a duplicate view carries its first arrival's user and post); the
+processor parses them with the domain's parsers, runs `add_records` then `advance` at the
+batch's watermark, and keeps the user's pending views and engagements as one blob with one
+event-time timer (the earliest close), so a user who goes quiet still gets samples and
+orphans out when event time moves on.
+Output rows have a `kind`: sample, orphan, dead, or duplicates (the count of views dropped as
+later arrivals of an id, for the job's metrics).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from pyspark.sql.types import (
 )
 
 from spark_jobs.contracts.topics import TOPIC_VIEWS
+from spark_jobs.samples.core.dedup import DuplicateView
 from spark_jobs.samples.core.joiner import (
     JoinParameters,
     StepResult,
@@ -39,6 +42,7 @@ from spark_jobs.samples.core.records import (
     parse_engagement,
     parse_view,
 )
+from spark_jobs.samples.processors.dedup_processor import FIRST_POST, FIRST_TS, FIRST_USER
 from spark_jobs.streaming.blob_state import BlobStateProcessor
 from spark_jobs.streaming.lake.dead_letters import DeadLetter, origin_columns
 from spark_jobs.streaming.processor import output_schema as processor_schema
@@ -67,14 +71,21 @@ def output_schema(signals: Sequence[str]) -> StructType:
     )
 
 
-def parsed(rows: Iterable[Any], signals: Sequence[str]) -> list[View | Engagement | Rejected]:
-    """The domain records of a key's rows (the topic says which parser)."""
-    records: list[View | Engagement | Rejected] = []
+def parsed(rows: Iterable[Any], signals: Sequence[str]
+           ) -> list[View | DuplicateView | Engagement | Rejected]:
+    """The domain records of a key's rows (the topic says which parser; a view marked by the
+    de-duplication is a DuplicateView)."""
+    records: list[View | DuplicateView | Engagement | Rejected] = []
     for row in rows:
         source = Source(row.kafka_topic, row.kafka_partition, row.kafka_offset,
                         row.kafka_timestamp, row.kafka_key)
         if row.kafka_topic == TOPIC_VIEWS:
-            records.append(parse_view(row.value, source))
+            view = parse_view(row.value, source)
+            first_user = getattr(row, FIRST_USER, None)
+            if first_user is not None and isinstance(view, View):
+                view = DuplicateView(view, first_user, getattr(row, FIRST_POST),
+                                     getattr(row, FIRST_TS))
+            records.append(view)
         else:
             records.append(parse_engagement(row.value, source, signals))
     return records
@@ -129,8 +140,10 @@ class SampleJoinProcessor(BlobStateProcessor):
             yield self.row(KIND_DUPLICATES, count=result.duplicate_views)
 
 
-def _rejected(record: View | Engagement | Rejected) -> DeadLetter:
+def _rejected(record: View | DuplicateView | Engagement | Rejected) -> DeadLetter:
     if isinstance(record, Rejected):
         return DeadLetter(record.reason, record.raw, record.source)
+    if isinstance(record, DuplicateView):
+        record = record.view
     # parsed fine, yet Spark found no integer user_id: cannot be keyed
     return DeadLetter(MALFORMED, record.raw or None, record.source)

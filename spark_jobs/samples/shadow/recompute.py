@@ -1,17 +1,22 @@
 """Training samples recomputed in batch from raw `views` and `engagements` rows (Spark SQL).
 
 Input rows are what the tideline_kafka source yields: `value` (JSON text, binary or string)
-and the Kafka coordinates `kafka_partition`, `kafka_offset`. Everything in the input counts as
+and the Kafka coordinates `kafka_partition`, `kafka_offset` (and `kafka_timestamp`, which
+orders a view_id's arrivals first; without it, 0). Everything in the input counts as
 on time (no lateness, no watermark): the batch answer is what the streaming job must produce
 when nothing arrives late. The rules are CONTRACTS section 8 plus the lead's decisions:
 
 - validity is checked on the parsed JSON's own types (VARIANT: `schema_of_variant`), so `true`
   is not an int, `"42"` is not an int and `1.0` is not an int, as in the contract;
-- views are de-duplicated by (user_id, view_id), first (partition, offset) wins. Per user,
-  because the streaming job is keyed by user_id and cannot see another user's view ids;
-- an engagement with a view_id looks it up among the same user's views: same post -> that
-  view; another post -> `view_mismatch` (dead letter, no orphan); no such view of this user
-  (also when it is another user's view) -> orphan `no_view`;
+- views are de-duplicated by view_id across users (first_arrivals.py, CONTRACTS.md section
+  9): the first arrival in (Kafka timestamp, partition, offset) order wins, and a later one
+  is dropped unless its ts is `dedup_ttl` or more past the kept one's, when it is a new view;
+- an engagement with a view_id looks it up among the first arrivals its user knows of: the
+  user's own, and those the user's dropped duplicates of the id were judged against; of
+  these the latest at or before it, else the earliest. Its user and post -> that view;
+  another user or post -> `view_mismatch` (dead letter, no orphan); none -> orphan `no_view`
+  (also for a view only another user sent: the streaming job is keyed by user_id and cannot
+  see it);
 - an engagement without a view_id goes to the latest view of its (user, post) at or before it,
   ties on ts to the later (partition, offset); none -> orphan `no_view`;
 - it counts when view ts <= ts < view ts + window, else orphan `outside_window`; several
@@ -31,6 +36,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType
 
 from spark_jobs.contracts.records import MAX_TIME_MS
+from spark_jobs.samples.shadow.first_arrivals import FIRST_COLUMNS, judged_views
 
 VIEW_KEYS = ("view_id", "user_id", "post_id", "ts")
 RAW_COLUMNS = ("value", "kafka_partition", "kafka_offset")
@@ -75,11 +81,13 @@ def _documents(raw: DataFrame) -> DataFrame:
     if missing:
         raise ValueError(f"raw rows need the columns {RAW_COLUMNS}; missing {missing}")
     text = F.col("value").cast("string")
+    kts = F.col("kafka_timestamp") if "kafka_timestamp" in raw.columns else F.lit(0)
     parsed = F.struct(
         text.alias("text"),
         F.try_parse_json(text).alias("doc"),  # NULL when the text is not JSON
         F.col("kafka_partition").cast("int").alias("kafka_partition"),
         F.col("kafka_offset").cast("long").alias("kafka_offset"),
+        kts.cast("long").alias("kafka_timestamp"),
     )
     # Through a generator, so that the optimizer cannot push the validity filters below the
     # parse and copy the JSON parsing into each of them.
@@ -110,18 +118,20 @@ def valid_views(raw_views: DataFrame) -> DataFrame:
         "text",
         "kafka_partition",
         "kafka_offset",
+        "kafka_timestamp",
     )
 
 
-def distinct_views(raw_views: DataFrame) -> DataFrame:
-    """One row per (user_id, view_id): the first in (partition, offset) order."""
-    first = Window.partitionBy("user_id", "view_id").orderBy("kafka_partition", "kafka_offset")
-    return (
-        valid_views(raw_views)
-        .withColumn("_rank", F.row_number().over(first))
-        .where(F.col("_rank") == 1)
-        .drop("_rank")
-    )
+def view_arrivals(raw_views: DataFrame, dedup_ttl_ms: int | None = None) -> DataFrame:
+    """Every well-formed view with `kept` (a first arrival) and the first arrival it was
+    judged against (first_ts, first_user_id, first_post_id)."""
+    return judged_views(valid_views(raw_views), dedup_ttl_ms)
+
+
+def distinct_views(raw_views: DataFrame, dedup_ttl_ms: int | None = None) -> DataFrame:
+    """The first arrivals: one row per view_id, or per dedup_ttl of a view_id re-sent."""
+    return (view_arrivals(raw_views, dedup_ttl_ms).where(F.col("kept"))
+            .drop("kept", *FIRST_COLUMNS))
 
 
 def _engagements(raw_engagements: DataFrame, signals: Sequence[str]) -> DataFrame:
@@ -170,25 +180,34 @@ def _in_window(ts: Column, view_ts: Column, window_ms: int) -> Column:
     return (ts >= view_ts) & (ts < view_ts + F.lit(window_ms))
 
 
-def _named(engagements: DataFrame, views: DataFrame, window_ms: int) -> DataFrame:
-    """Engagements with a view_id: that view of the same user, if there is one."""
-    targets = views.select(
-        "user_id", "view_id",
-        F.col("post_id").alias("_view_post_id"), F.col("ts").alias("_view_ts"),
-    )
+def _named(engagements: DataFrame, arrivals: DataFrame, window_ms: int) -> DataFrame:
+    """Engagements with a view_id: the first arrival of it the user knows of that is the
+    latest at or before the engagement, else the earliest, if there is one."""
+    known = arrivals.select(
+        "user_id", "view_id", F.col("first_ts").alias("_view_ts"),
+        F.col("first_user_id").alias("_view_user_id"),
+        F.col("first_post_id").alias("_view_post_id"),
+    ).distinct()
     joined = engagements.where(F.col("view_id").isNotNull()).join(
-        targets, ["user_id", "view_id"], "left"
+        known, ["user_id", "view_id"], "left"
     )
+    before = F.col("_view_ts") <= F.col("ts")
+    best = Window.partitionBy("kafka_partition", "kafka_offset").orderBy(
+        F.when(before, 0).otherwise(1), F.when(before, -F.col("_view_ts")).otherwise(
+            F.col("_view_ts")))
+    chosen = joined.withColumn("_rank", F.row_number().over(best)).where(F.col("_rank") == 1)
     outcome = (
-        F.when(F.col("_view_post_id").isNull(), F.lit(NO_VIEW))
-        .when(F.col("_view_post_id") != F.col("post_id"), F.lit(VIEW_MISMATCH))
+        F.when(F.col("_view_ts").isNull(), F.lit(NO_VIEW))
+        .when((F.col("_view_user_id") != F.col("user_id"))
+              | (F.col("_view_post_id") != F.col("post_id")), F.lit(VIEW_MISMATCH))
         .when(_in_window(F.col("ts"), F.col("_view_ts"), window_ms), F.lit(ATTACHED))
         .otherwise(F.lit(OUTSIDE_WINDOW))
     )
-    target = F.when(F.col("_view_post_id").isNotNull(), F.col("view_id"))
-    return joined.select(
+    target = F.when(F.col("_view_ts").isNotNull(), F.col("view_id"))
+    return chosen.select(
         "user_id", "post_id", "view_id", "signal", "ts", "kafka_partition", "kafka_offset",
-        target.alias("target_view_id"), outcome.alias("outcome"),
+        target.alias("target_view_id"), F.col("_view_ts").alias("target_ts"),
+        outcome.alias("outcome"),
     )
 
 
@@ -224,7 +243,8 @@ def _unnamed(engagements: DataFrame, views: DataFrame, window_ms: int) -> DataFr
     )
     return timeline.select(
         "user_id", "post_id", "view_id", "signal", "ts", "kafka_partition", "kafka_offset",
-        F.col("_latest.view_id").alias("target_view_id"), outcome.alias("outcome"),
+        F.col("_latest.view_id").alias("target_view_id"), F.col("_latest.ts").alias("target_ts"),
+        outcome.alias("outcome"),
     )
 
 
@@ -236,20 +256,24 @@ def _check(window_ms: int, signals: Sequence[str]) -> None:
 
 
 def engagement_outcomes(
-    views: DataFrame, engagements: DataFrame, window_ms: int, signals: Sequence[str]
+    views: DataFrame, engagements: DataFrame, window_ms: int, signals: Sequence[str],
+    dedup_ttl_ms: int | None = None,
 ) -> DataFrame:
     """Every engagement row with its `outcome` (attached, no_view, outside_window,
-    view_mismatch, unknown_signal, malformed) and `target_view_id` (the view it belongs to)."""
+    view_mismatch, unknown_signal, malformed) and `target_view_id`, `target_ts` (the view it
+    belongs to). dedup_ttl_ms: samples.dedup_ttl (None: a view_id is never re-used)."""
     _check(window_ms, signals)
     parsed = _engagements(engagements, signals)
-    distinct = distinct_views(views).drop("text")
+    arrivals = view_arrivals(views, dedup_ttl_ms).drop("text")
+    distinct = arrivals.where(F.col("kept")).drop("kept", *FIRST_COLUMNS)
     valid = parsed.where(F.col("outcome").isNull()).drop("outcome")
     rejected = parsed.where(F.col("outcome").isNotNull()).select(
         "user_id", "post_id", "view_id", "signal", "ts", "kafka_partition", "kafka_offset",
-        F.lit(None).cast(StringType()).alias("target_view_id"), "outcome",
+        F.lit(None).cast(StringType()).alias("target_view_id"),
+        F.lit(None).cast("long").alias("target_ts"), "outcome",
     )
     return (
-        _named(valid, distinct, window_ms)
+        _named(valid, arrivals, window_ms)
         .unionByName(_unnamed(valid, distinct, window_ms))
         .unionByName(rejected)
     )
@@ -269,19 +293,20 @@ _context = F.udf(view_context, StringType(), useArrow=True)
 
 
 def recompute_samples(
-    views: DataFrame, engagements: DataFrame, window_ms: int, signals: Sequence[str]
+    views: DataFrame, engagements: DataFrame, window_ms: int, signals: Sequence[str],
+    dedup_ttl_ms: int | None = None,
 ) -> DataFrame:
-    """One sample per distinct view: sample_id, view_id, user_id, post_id, ts, context, labels
-    (struct of int 0/1 per signal, in `signals` order)."""
-    outcomes = engagement_outcomes(views, engagements, window_ms, signals)
+    """One sample per first arrival of a view_id: sample_id, view_id, user_id, post_id, ts,
+    context, labels (struct of int 0/1 per signal, in `signals` order)."""
+    outcomes = engagement_outcomes(views, engagements, window_ms, signals, dedup_ttl_ms)
     hits = [F.max((F.col("signal") == signal).cast("int")).alias(f"_l{i}")
             for i, signal in enumerate(signals)]
-    labels = (
+    labels = (  # a view_id's first arrivals have distinct ts (dedup_ttl apart)
         outcomes.where(F.col("outcome") == ATTACHED)
-        .groupBy("user_id", F.col("target_view_id").alias("view_id"))
+        .groupBy(F.col("target_view_id").alias("view_id"), F.col("target_ts").alias("ts"))
         .agg(*hits)
     )
-    samples = distinct_views(views).join(labels, ["user_id", "view_id"], "left")
+    samples = distinct_views(views, dedup_ttl_ms).join(labels, ["view_id", "ts"], "left")
     label_struct = F.struct(
         *(F.coalesce(F.col(f"_l{i}"), F.lit(0)).cast("int").alias(signal)
           for i, signal in enumerate(signals))
@@ -298,10 +323,11 @@ def recompute_samples(
 
 
 def recompute_orphans(
-    views: DataFrame, engagements: DataFrame, window_ms: int, signals: Sequence[str]
+    views: DataFrame, engagements: DataFrame, window_ms: int, signals: Sequence[str],
+    dedup_ttl_ms: int | None = None,
 ) -> DataFrame:
     """Engagements that attach to no sample, with `reason` no_view or outside_window."""
-    outcomes = engagement_outcomes(views, engagements, window_ms, signals)
+    outcomes = engagement_outcomes(views, engagements, window_ms, signals, dedup_ttl_ms)
     return outcomes.where(F.col("outcome").isin(*ORPHAN_REASONS)).select(
         "user_id", "post_id", "view_id", "signal", "ts",
         F.col("outcome").alias("reason"), "kafka_partition", "kafka_offset",

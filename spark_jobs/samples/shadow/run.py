@@ -1,8 +1,9 @@
 """The daily shadow validation of training_samples: recompute a day in batch, compare, store,
 alert (the seed's separate pipeline that checked the migrated joiner).
 
-The batch side reads the day's views (and engagements up to one window later) straight from
-the topics, bounded by Kafka time with generous margins, and recomputes the samples with an
+The batch side reads the day's views (from one samples.dedup_ttl earlier, for the first
+arrivals of re-sent view_ids) and engagements (up to one window later) straight from the
+topics, bounded by Kafka time with generous margins, and recomputes the samples with an
 independent Spark SQL implementation (`recompute.py`). Only samples whose view ts lies in the
 day are compared, so a view whose window was still open elsewhere does not count. The result
 goes to `validation_results` (case `training_samples`: one row for the match rate, one for the
@@ -75,11 +76,14 @@ def batch_samples(spark: SparkSession, settings: Settings, day: datetime.date) -
     """The day's samples as the batch recomputation builds them."""
     start, until = day_bounds_ms(day)
     window, lateness = settings.samples.window_ms, settings.samples.lateness_ms
+    ttl = settings.samples.dedup_ttl_ms
     margin = lateness + ARRIVAL_MARGIN_MS
-    views = _read(spark, settings, TOPIC_VIEWS, start - margin, until + margin)
+    # views from one TTL earlier: a view of the day may be a re-sent id whose first arrival
+    # is older (the day's samples are those whose first arrival is in the day)
+    views = _read(spark, settings, TOPIC_VIEWS, start - ttl - margin, until + margin)
     engagements = _read(spark, settings, TOPIC_ENGAGEMENTS, start - margin,
                         until + window + margin)
-    samples = recompute_samples(views, engagements, window, settings.samples.signals)
+    samples = recompute_samples(views, engagements, window, settings.samples.signals, ttl)
     return samples.where((F.col("ts") >= start) & (F.col("ts") < until)).toArrow()
 
 
