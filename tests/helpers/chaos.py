@@ -76,6 +76,7 @@ class JobProbe:
         from spark_jobs.streaming.kafka.topic_admin import offsets_consumer
 
         entry = catalog_job(job)
+        self.settings, self.job = settings, job
         self.checkpoint = Path(settings.lake.checkpoint(job))
         self.logs = [Path(settings.lake.table(t)) / "_delta_log" for t in entry.tables]
         self.topics = entry.outputs
@@ -106,6 +107,12 @@ class JobProbe:
 
     def writes(self) -> int:
         return self.table_writes() + self.topic_writes()
+
+    def idle(self) -> bool:
+        """The running query found no new input (it has read everything there is)."""
+        from spark_jobs.streaming.progress import read_progress
+
+        return (read_progress(self.settings, self.job) or {}).get("status") == "idle"
 
     def state(self) -> tuple[int, int]:
         return self.committed(), self.writes()
@@ -139,6 +146,9 @@ class _Run:
             raise AssertionError(f"the job died by itself (exit {self.process.returncode}) "
                                  f"while waiting for {what}: a crash, not a kill\n"
                                  + self.log.read_text()[-3000:])
+        if self.probe.idle():
+            raise AssertionError(f"the job read all its input before {what}: give it more "
+                                 "input or smaller triggers")
         if time.monotonic() > self.deadline:
             raise AssertionError(f"no {what} in time (too little input left for this kill, "
                                  "or the job is stuck)\n" + self.log.read_text()[-3000:])
@@ -147,7 +157,7 @@ class _Run:
     def startup(self) -> None:
         """Kill after a random delay, or soon after the run planned its first batch."""
         planned = self.probe.planned()
-        give_up = time.monotonic() + self.rng.uniform(1.0, 20.0)
+        give_up = time.monotonic() + self.rng.uniform(0.5, 8.0)
         while self.probe.planned() == planned and time.monotonic() < give_up:
             self._tick("planned batch")
         time.sleep(self.rng.uniform(0.0, 0.3))
