@@ -185,8 +185,8 @@ class _Run:
 
 
 def plan_aims(rng: random.Random, kills: int) -> list[str]:
-    """Every aim once (for kills >= 3), the rest drawn at random, in a random order; a
-    startup kill never comes last, so the final run does not start on a cold replay only."""
+    """Every aim once (for kills >= 3), the rest drawn among the two that need the job to
+    move on, all in a seeded random order."""
     aims = list(AIMS[:kills]) + [rng.choice(AIMS[1:]) for _ in range(kills - len(AIMS))]
     rng.shuffle(aims)
     return aims
