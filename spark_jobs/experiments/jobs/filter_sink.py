@@ -1,6 +1,7 @@
 """The sink of both filter jobs: accepted rows to their topic, rejected and late ones to dead
 letters, then the accepted rows into the job's raw table, whose commit marks the batch done
-for a replay (the daily recomputation reads that table)."""
+for a replay (the daily recomputation reads that table). The topic is fenced (see
+streaming/kafka/replay_fence.py): a batch replayed after a crash is not published twice."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from typing import ClassVar
 
 import pyarrow as pa
 
-from spark_jobs.streaming.batch_outputs import BatchSink, rows_of_kind
+from spark_jobs.settings import Settings
+from spark_jobs.streaming.batch_outputs import BatchSink, json_values, rows_of_kind
+from spark_jobs.streaming.kafka.replay_fence import ReplayFence
 
 KIND_OK = "ok"
 
@@ -20,8 +23,20 @@ class FilterSink(BatchSink[pa.Table]):
     fields: ClassVar[tuple[str, ...]]  # the stripped record published to `topic`
     raw_schema: ClassVar[pa.Schema]
 
+    def __init__(self, settings: Settings, job: str) -> None:
+        super().__init__(settings, job)
+        self.fence = ReplayFence(settings.kafka, lambda: self.outputs.app_id)
+
+    def deliver(self, table: pa.Table, batch_id: int) -> None:
+        self.fence.begin(batch_id)
+        super().deliver(table, batch_id)
+
     def publish(self, table: pa.Table) -> None:
-        self.outputs.publish(self.topic, rows_of_kind(table, KIND_OK), self.fields)
+        """The accepted rows in event-time order, keyed by user_id."""
+        accepted = rows_of_kind(table, KIND_OK).sort_by([("ts", "ascending")])
+        keys = [str(user) for user in accepted["user_id"].to_pylist()]
+        self.fence.produce(self.outputs.producer, self.topic, keys,
+                           json_values(accepted, self.fields))
 
     def commit(self, table: pa.Table, batch_id: int) -> None:
         accepted = rows_of_kind(table, KIND_OK)

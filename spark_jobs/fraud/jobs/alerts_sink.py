@@ -3,6 +3,8 @@ exported rules to their topics, dead letters, then `fraud_alerts`.
 
 With `fraud.state: spark` the shards emit and this sink only publishes; with `driver` its
 subclass (fraud_driver.FraudDriverSink) runs the engine itself and publishes the same way.
+The topics are fenced (see streaming/kafka/replay_fence.py): a batch replayed after a crash
+is not published twice; an alert is known by its key, its value has a wall-clock stamp.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from spark_jobs.contracts.tables import FRAUD_ALERTS, TABLE_FRAUD_ALERTS
 from spark_jobs.contracts.topics import TOPIC_CURRENT_RULES, TOPIC_FRAUD_ALERTS, TOPIC_RULE_ERRORS
 from spark_jobs.settings import Settings
 from spark_jobs.streaming.batch_outputs import BatchSink, rows_of_kind
-from spark_jobs.streaming.kafka.producer import produce_all
+from spark_jobs.streaming.kafka.replay_fence import ReplayFence, key_only
 
 NAME = "fraud_rules"
 FRAUD_ALERTS_SCHEMA = FRAUD_ALERTS.arrow_schema()
@@ -54,24 +56,31 @@ class FraudAlertsSink(BatchSink[pa.Table]):
 
     def __init__(self, settings: Settings) -> None:
         super().__init__(settings, NAME)
+        self.fence = ReplayFence(settings.kafka, lambda: self.outputs.app_id)
+
+    def deliver(self, collected: pa.Table, batch_id: int) -> None:
+        self.fence.begin(batch_id)
+        super().deliver(collected, batch_id)
 
     def publish(self, table: pa.Table) -> None:
         producer = self.outputs.producer
         self.publish_alerts(_in_arrival_order(rows_of_kind(table, "alert")))
         errors = _first_per_source(rows_of_kind(table, "rule_error"))
-        produce_all(producer, TOPIC_RULE_ERRORS, [None] * errors.num_rows,
-                    errors["value"].to_pylist())
+        self.fence.produce(producer, TOPIC_RULE_ERRORS, [None] * errors.num_rows,
+                           errors["value"].to_pylist())
         exported = _in_arrival_order(rows_of_kind(table, "current_rule"))
         # one key, so one partition: a consumer reads an export in ruleId order
-        produce_all(producer, TOPIC_CURRENT_RULES, [TOPIC_CURRENT_RULES] * exported.num_rows,
-                    exported["value"].to_pylist())
+        self.fence.produce(producer, TOPIC_CURRENT_RULES,
+                           [TOPIC_CURRENT_RULES] * exported.num_rows,
+                           exported["value"].to_pylist())
 
     def publish_alerts(self, alerts: pa.Table) -> None:
         """The batch's alerts to `alerts`, keyed by rule and transaction."""
         keys = [alert_key(r, t) for r, t in zip(alerts["rule_id"].to_pylist(),
                                                 alerts["transaction_id"].to_pylist(),
                                                 strict=True)]
-        produce_all(self.outputs.producer, TOPIC_FRAUD_ALERTS, keys, alerts["value"].to_pylist())
+        self.fence.produce(self.outputs.producer, TOPIC_FRAUD_ALERTS, keys,
+                           alerts["value"].to_pylist(), key_only)
 
     def dead_rows(self, table: pa.Table) -> pa.Table:
         """Unusable transactions, once (a broadcast one is dead in every shard)."""

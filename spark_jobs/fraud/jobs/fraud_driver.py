@@ -38,6 +38,7 @@ from spark_jobs.fraud.jobs.engine_state_files import EngineStateFiles
 from spark_jobs.settings import Settings
 from spark_jobs.streaming.checkpoint import batch_watermark_ms
 from spark_jobs.streaming.kafka.producer import Publisher
+from spark_jobs.streaming.kafka.replay_fence import key_only
 
 DRIVER_SHARD = 0
 FULL_COLLECTION_EVERY = 2_000  # batches: rare enough that its pause is not in the tail
@@ -137,7 +138,8 @@ class FraudDriverSink(FraudAlertsSink):
         if batch_id > 0:
             self._maybe_snapshot(batch_id - 1)  # Spark commits a batch before the next one
         watermark = batch_watermark_ms(self.checkpoint, batch_id)
-        alerts = Publisher(self.outputs.producer, TOPIC_FRAUD_ALERTS)
+        self.fence.begin(batch_id)
+        alerts = self.fence.publisher(self.outputs.producer, TOPIC_FRAUD_ALERTS, key_only)
         outputs = self.evaluate(engine, table, watermark, alerts)
         assert self._store is not None
         self._sent_alerts, self._changes = alerts, self._store.take_changes()

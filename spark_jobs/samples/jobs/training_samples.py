@@ -50,7 +50,8 @@ from spark_jobs.samples.processors.join_processor import (
 from spark_jobs.settings import ConfigError, Settings
 from spark_jobs.streaming.batch_outputs import BatchSink, rows_of_kind
 from spark_jobs.streaming.event_time import with_event_time
-from spark_jobs.streaming.kafka.producer import make_producer, produce_all
+from spark_jobs.streaming.kafka.producer import make_producer
+from spark_jobs.streaming.kafka.replay_fence import ReplayFence
 from spark_jobs.streaming.kafka.source import read_topic
 from spark_jobs.streaming.lake.dead_letters import KIND_DEAD
 from spark_jobs.streaming.lake.delta import insert_new_once, table_exists
@@ -124,6 +125,13 @@ class TrainingSamplesSink(BatchSink[SampleBatch]):
         self.schema = training_samples(samples.signals).arrow_schema()
         self._check_table_labels()
         self._producer: Producer | None = None
+        self.fence = ReplayFence(settings.kafka, lambda: self.outputs.app_id)
+
+    def deliver(self, collected: SampleBatch, batch_id: int) -> None:
+        """Fenced publishing (streaming/kafka/replay_fence.py): a batch replayed after a
+        crash does not publish its samples twice."""
+        self.fence.begin(batch_id)
+        super().deliver(collected, batch_id)
 
     def _check_table_labels(self) -> None:
         """Fail at start, not at the first merge, when the table was written with other
@@ -162,7 +170,7 @@ class TrainingSamplesSink(BatchSink[SampleBatch]):
         encode = self.encoder.encode
         values = [encode(sample) for sample in samples.to_pylist()]
         keys = [str(user) for user in samples["user_id"].to_pylist()]
-        produce_all(self.producer, TOPIC_TRAINING_SAMPLES, keys, values)
+        self.fence.produce(self.producer, TOPIC_TRAINING_SAMPLES, keys, values)
 
     def dead_rows(self, collected: SampleBatch) -> pa.Table:
         return super().dead_rows(collected.table)

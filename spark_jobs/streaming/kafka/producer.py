@@ -63,11 +63,13 @@ class _Deliveries:
 class Publisher:
     """Records of one topic produced one at a time, each leaving as soon as it is found (and
     stamped with the producer's clock then, unless given a timestamp); `flush()` waits for
-    all and raises KafkaDeliveryError if any failed."""
+    all and raises KafkaDeliveryError if any failed. `headers` go on every record."""
 
-    def __init__(self, producer: Producer, topic: str) -> None:
+    def __init__(self, producer: Producer, topic: str,
+                 headers: list[tuple[str, bytes]] | None = None) -> None:
         self.producer = producer
         self.topic = topic
+        self.headers = headers
         self.sent = 0
         self._deliveries = _Deliveries()
 
@@ -75,7 +77,7 @@ class Publisher:
         while True:
             try:
                 self.producer.produce(self.topic, value, key, timestamp=timestamp,
-                                      on_delivery=self._deliveries)
+                                      on_delivery=self._deliveries, headers=self.headers)
                 break
             except BufferError:
                 self.producer.poll(0.05)
