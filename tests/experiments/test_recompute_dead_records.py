@@ -4,6 +4,7 @@ keys whose every copy it dead-lettered (matched on the decoded record, see dead_
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 import pytest
 
@@ -12,6 +13,7 @@ from spark_jobs.experiments.recompute.dead_records import (
     DEAD_COLUMNS,
     counted_activations,
     counted_events,
+    lineage_dead_letters,
 )
 
 pytestmark = pytest.mark.spark
@@ -21,9 +23,12 @@ ACTIVATIONS = RAW_ACTIVATIONS.select(
     "user_id", "experiment_hash", "experiment_group", "group_ramp_time", "ts", "offset")
 
 
-def _dead(job: str, topic: str, offset: int, record: dict | str) -> tuple:
+NOW = datetime(2026, 1, 2, tzinfo=UTC)
+
+
+def _dead(job: str, topic: str, offset: int, record: dict | str, at: datetime = NOW) -> tuple:
     raw = record if isinstance(record, str) else json.dumps(record)
-    return (job, topic, 0, offset, raw)
+    return (job, topic, 0, offset, raw, at)
 
 
 def test_a_key_is_left_out_only_when_every_copy_was_dead_lettered(spark):
@@ -48,7 +53,8 @@ def test_a_key_is_left_out_only_when_every_copy_was_dead_lettered(spark):
                                                            "ts": 100}),
         _dead("experiment_metrics", "filtered_events", 6, "not json"),
     ], DEAD_COLUMNS.spark_schema())
-    kept = sorted(r.offset for r in counted_events(raw, dead).collect())
+    kept = sorted(r.offset for r in counted_events(raw, lineage_dead_letters(dead, None))
+                  .collect())
     assert kept == [11, 12, 13, 14, 15, 16]
 
 
@@ -65,4 +71,23 @@ def test_activations_match_on_their_period_too(spark):
         _dead("experiment_metrics", "filtered_events", 8, {"user_id": 2, "ts": 50,
                                                            "event_type": "click"}),
     ], DEAD_COLUMNS.spark_schema())
-    assert sorted(r.offset for r in counted_activations(raw, dead).collect()) == [2, 3]
+    counted = counted_activations(raw, lineage_dead_letters(dead, None))
+    assert sorted(r.offset for r in counted.collect()) == [2, 3]
+
+
+def test_only_the_current_lineages_dead_letters_count(spark):
+    """After a checkpoint reset the job decides again: the old lineage's `late` is history."""
+    raw = spark.createDataFrame([(1, "click", 100, "events", 0, 10),
+                                 (2, "click", 100, "events", 0, 11)], EVENTS.spark_schema())
+    before = datetime(2026, 1, 1, tzinfo=UTC)
+    dead = spark.createDataFrame([
+        _dead("experiment_metrics", "filtered_events", 1,
+              {"user_id": 1, "event_type": "click", "ts": 100}, before),
+        _dead("experiment_metrics", "filtered_events", 2,
+              {"user_id": 2, "event_type": "click", "ts": 100}, NOW),
+    ], DEAD_COLUMNS.spark_schema())
+    since = int(datetime(2026, 1, 1, 12, tzinfo=UTC).timestamp() * 1000)
+    lineage = lineage_dead_letters(dead, since)
+    assert [r.offset for r in counted_events(raw, lineage).collect()] == [10]
+    everything = lineage_dead_letters(dead, None)
+    assert counted_events(raw, everything).count() == 0

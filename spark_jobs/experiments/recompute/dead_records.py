@@ -16,8 +16,11 @@ the original topics: no coordinate links the two. The decoded record does, exact
   topic as rows in the raw table: the key was not counted iff its dead copies are at least its
   raw rows, and then all its raw rows are left out.
 
-Dead letters re-appended by a replay after a checkpoint reset are counted once (distinct
-filtered coordinates). Not covered: a filter job crashing between publishing and committing
+Only the dead letters of the job's current checkpoint lineage count (recorded since its
+checkpoint was created): after a checkpoint reset the job replays the topics in other
+micro-batches, so what was late before may be counted now, and the table holds what the new
+lineage decided. A replayed dead letter is counted once (distinct filtered coordinates).
+Not covered: a filter job crashing between publishing and committing
 republishes a batch, adding copies the raw table does not have; a key whose extra copy was
 dead-lettered while another copy counted would then be left out.
 """
@@ -33,16 +36,26 @@ from pyspark.sql.types import StructType
 from spark_jobs.contracts.tables import DEAD_LETTERS, RAW_ACTIVATIONS, RAW_EVENTS
 from spark_jobs.contracts.topics import TOPIC_FILTERED_ACTIVATIONS, TOPIC_FILTERED_EVENTS
 
-JOB = "experiment_metrics"
+METRICS_JOB = "experiment_metrics"
 EVENT_KEY = ("user_id", "event_type", "ts")
 ACTIVATION_KEY = ("user_id", "experiment_hash", "experiment_group", "group_ramp_time", "ts")
-DEAD_COLUMNS = DEAD_LETTERS.select("job", "topic", "partition", "offset", "raw_value")
+DEAD_COLUMNS = DEAD_LETTERS.select(
+    "job", "topic", "partition", "offset", "raw_value", "recorded_at")
 _COPIES, _DEAD = "__copies", "__dead"
 
 
+def lineage_dead_letters(dead_letters: DataFrame, since_ms: int | None) -> DataFrame:
+    """experiment_metrics' dead letters recorded since its lineage began (None: all of them)."""
+    mine = dead_letters.where(F.col("job") == METRICS_JOB)
+    if since_ms is None:
+        return mine
+    since = F.timestamp_millis(F.lit(since_ms))
+    return mine.where(F.col("recorded_at") >= since)
+
+
 def dead_keys(dead_letters: DataFrame, topic: str, key_schema: StructType) -> DataFrame:
-    """Per decoded key: how many distinct records of `topic` experiment_metrics dead-lettered."""
-    mine = dead_letters.where((F.col("job") == JOB) & (F.col("topic") == topic))
+    """Per decoded key: how many distinct records of `topic` the job dead-lettered."""
+    mine = dead_letters.where(F.col("topic") == topic)
     distinct = mine.dropDuplicates(["topic", "partition", "offset"])
     decoded = distinct.select(F.from_json("raw_value", key_schema).alias("r")).select("r.*")
     keys = [field.name for field in key_schema.fields]
@@ -58,7 +71,8 @@ def without_dead(raw: DataFrame, dead: DataFrame, keys: Sequence[str]) -> DataFr
 
 
 def counted_events(raw_events: DataFrame, dead_letters: DataFrame) -> DataFrame:
-    """raw_events without the events experiment_metrics never counted."""
+    """raw_events without the events experiment_metrics never counted (`dead_letters`: the
+    lineage's, see lineage_dead_letters)."""
     schema = RAW_EVENTS.select(*EVENT_KEY).spark_schema()
     return without_dead(raw_events, dead_keys(dead_letters, TOPIC_FILTERED_EVENTS, schema),
                         EVENT_KEY)

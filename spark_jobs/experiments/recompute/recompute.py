@@ -39,8 +39,10 @@ from spark_jobs.experiments.core.periods import periods
 from spark_jobs.experiments.core.user_metrics import Delta
 from spark_jobs.experiments.recompute.dead_records import (
     DEAD_COLUMNS,
+    METRICS_JOB,
     counted_activations,
     counted_events,
+    lineage_dead_letters,
 )
 from spark_jobs.experiments.recompute.deltas import (
     GROUP_PERIOD,
@@ -50,6 +52,7 @@ from spark_jobs.experiments.recompute.deltas import (
     window_deltas,
 )
 from spark_jobs.settings import ExperimentSettings, Settings
+from spark_jobs.streaming.checkpoint import created_at_ms
 from spark_jobs.streaming.days import day_bounds_ms
 from spark_jobs.streaming.lake.delta import read_spark, replace_slice_once, transaction_version
 
@@ -104,7 +107,10 @@ def metric_rows(spark: SparkSession, settings: Settings, day: datetime.date) -> 
     )
     if not chosen:
         return None
-    dead = read_spark(spark, settings.lake.table(TABLE_DEAD_LETTERS), DEAD_COLUMNS.spark_schema())
+    dead = lineage_dead_letters(
+        read_spark(spark, settings.lake.table(TABLE_DEAD_LETTERS), DEAD_COLUMNS.spark_schema()),
+        created_at_ms(settings.lake.checkpoint(METRICS_JOB)),
+    )
     deltas = window_deltas(
         counted_events(
             read_spark(spark, settings.lake.table(TABLE_RAW_EVENTS), RAW_EVENT_COLUMNS), dead),
