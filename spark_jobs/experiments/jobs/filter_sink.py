@@ -1,14 +1,24 @@
 """The sink of both filter jobs: accepted rows to their topic, rejected and late ones to dead
 letters, then the accepted rows into the job's raw table, whose commit marks the batch done
-for a replay (the daily recomputation reads that table)."""
+for a replay (the daily recomputation reads that table).
+
+After a checkpoint reset the job replays its topic from the start under a new lineage: the
+records an earlier lineage already delivered (up to the raw table's and the dead letters'
+offsets, see replay_guard.py) are not published, dead-lettered or recorded again, so neither
+the raw table nor the dead letters nor the filtered topic get them twice.
+"""
 
 from __future__ import annotations
 
 from typing import ClassVar
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from spark_jobs.contracts.tables import TABLE_DEAD_LETTERS
 from spark_jobs.streaming.batch_outputs import BatchSink, rows_of_kind
+from spark_jobs.streaming.lake.dead_letters import KIND_DEAD
+from spark_jobs.streaming.lake.replay_guard import DeliveredOffsets
 
 KIND_OK = "ok"
 
@@ -19,6 +29,25 @@ class FilterSink(BatchSink[pa.Table]):
     topic: ClassVar[str]
     fields: ClassVar[tuple[str, ...]]  # the stripped record published to `topic`
     raw_schema: ClassVar[pa.Schema]
+    _delivered: dict[str, DeliveredOffsets] | None = None
+
+    def delivered(self) -> dict[str, DeliveredOffsets]:
+        """Per output kind, what earlier runs delivered (read once, at the first batch)."""
+        if self._delivered is None:
+            self._delivered = {
+                KIND_OK: DeliveredOffsets.of_table(self.outputs.table_uri(self.marker)),
+                KIND_DEAD: DeliveredOffsets.of_table(
+                    self.outputs.table_uri(TABLE_DEAD_LETTERS),
+                    filters=[("job", "=", self.outputs.job)]),
+            }
+        return self._delivered
+
+    def deliver(self, collected: pa.Table, batch_id: int) -> None:
+        parts = [guard.undelivered(rows_of_kind(collected, kind))
+                 for kind, guard in self.delivered().items()]
+        others = collected.filter(pc.invert(pc.is_in(collected["kind"],
+                                                     pa.array(list(self.delivered())))))
+        super().deliver(pa.concat_tables([*parts, others]), batch_id)
 
     def publish(self, table: pa.Table) -> None:
         self.outputs.publish(self.topic, rows_of_kind(table, KIND_OK), self.fields)
