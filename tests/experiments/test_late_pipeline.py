@@ -9,7 +9,7 @@ D. events that filter_events accepts but experiment_metrics finds late, and a fe
    filter_events itself finds late;
 E. ordinary traffic.
 The streaming table equals the batch recomputation on every closed window. Then the metrics
-checkpoint is deleted while the topics hold everything: the new lineage is killed after its
+checkpoint is deleted while the topics hold everything: the new lineage is stopped after its
 first commit, restarted (it must resume from its own rows, not the old lineage's newer ones)
 and replays to a table that again equals the recomputation, with nothing doubled or missing.
 """
@@ -18,20 +18,14 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
 import random
 import shutil
-import signal
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pandas as pd
 import pytest
 from helpers.jobs import run_available_now
 
-from spark_jobs.control.submit import freeze_settings, frozen_environment
 from spark_jobs.experiments.admin.metadata import add_ramps
 from spark_jobs.experiments.admin.snapshot import publish_snapshot
 from spark_jobs.experiments.core.metrics import METRIC_COLUMNS
@@ -43,6 +37,7 @@ from spark_jobs.settings import load_settings
 from spark_jobs.streaming.checkpoint import committed_watermark_ms, query_id
 from spark_jobs.streaming.kafka.producer import make_producer, produce_all
 from spark_jobs.streaming.lake.delta import commit_metadata, read_arrow, transaction_version
+from spark_jobs.streaming.runner import start_job
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark, pytest.mark.kafka]
 
@@ -143,11 +138,11 @@ def late_lake(spark, tmp_path_factory):
                  [_activation(u, BASE + 63 * M + u) for u in TREATED[12:]])
         _produce(settings, "events", _events(rng, USERS, BASE + 62 * M, BASE + 80 * M, 4))
         _run(spark, settings, "filter_events", "filter_activations", "experiment_metrics")
-        yield settings, root
+        yield settings
 
 
 def test_streaming_equals_batch_with_late_records_and_a_stale_snapshot(spark, late_lake):
-    settings, _ = late_lake
+    settings = late_lake
     late = _dead(settings, "experiment_metrics")
     late = late[late.reason == "late"]
     raw = read_arrow(settings.lake.table("raw_events")).to_pandas()
@@ -170,42 +165,30 @@ def test_streaming_equals_batch_with_late_records_and_a_stale_snapshot(spark, la
     pd.testing.assert_frame_equal(streaming, _batch(spark, settings, watermark))
 
 
-def _start(config: Path, log: Path) -> subprocess.Popen:
-    with log.open("ab") as out:
-        return subprocess.Popen(
-            [sys.executable, "-m", "spark_jobs.cli", "job", "run", "experiment_metrics"],
-            env=frozen_environment(config, os.environ), stdout=out, stderr=subprocess.STDOUT,
-            start_new_session=True)
-
-
-def _kill_after_first_commit(settings, config: Path, log: Path) -> str:
-    """Run the job in its own process until its lineage committed metrics once, SIGKILL it;
-    returns the lineage's app id."""
-    checkpoint = settings.lake.checkpoint("experiment_metrics")
+def _stop_after_first_commit(spark, settings) -> str:
+    """Run the metrics job until its lineage committed metrics once, then stop it (its sink and
+    the running totals it held are gone); returns the lineage's app id."""
     table = settings.lake.table("experiment_metrics")
-    job = _start(config, log)
-    app_id = None
+    query, sink = start_job(spark, settings, "experiment_metrics")
+    app_id = f"experiment_metrics@{query.id}"
     try:
-        deadline = time.monotonic() + 240
-        while app_id is None or transaction_version(table, app_id) is None:
-            if app_id is None and Path(checkpoint, "metadata").exists():
-                app_id = f"experiment_metrics@{query_id(checkpoint)}"
-            assert job.poll() is None, log.read_text()[-3000:]
+        deadline = time.monotonic() + 600
+        while transaction_version(table, app_id) is None:
+            assert query.isActive, query.exception()
             assert time.monotonic() < deadline, "the metrics job made no progress"
             time.sleep(0.2)
     finally:
-        os.killpg(job.pid, signal.SIGKILL)
-        job.wait(30)
+        query.stop()
+        sink.close()
     return app_id
 
 
 def test_a_checkpoint_reset_replays_to_the_batch_result(spark, late_lake):
-    settings, root = late_lake
+    settings = late_lake
     checkpoint = settings.lake.checkpoint("experiment_metrics")
     before = _streaming(settings)
     shutil.rmtree(checkpoint)
-    config = freeze_settings(settings, root / "metrics.yaml")
-    new = _kill_after_first_commit(settings, config, root / "metrics.log")
+    new = _stop_after_first_commit(spark, settings)
     first = commit_metadata(settings.lake.table("experiment_metrics"), COMMIT_APP, new)
     assert int(first[COMMIT_WINDOW]) < before.window_end.max()  # the old lineage got further
     _run(spark, settings, "experiment_metrics")  # resumes the new lineage from its own rows
