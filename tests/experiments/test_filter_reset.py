@@ -43,16 +43,18 @@ def test_filter_events_checkpoint_reset_delivers_nothing_twice(own_broker, make_
                              jobs={"max_records_per_trigger": 4})
     first = [{"user_id": u, "event_type": "click", "ts": BASE + i * M}
              for i in range(5) for u in (1, 2)]  # user-hours hold 5: the cap keeps 3
-    _produce(settings, [*first, "not json", {"user_id": 1, "event_type": "click", "ts": BASE}])
+    late = {"user_id": 1, "event_type": "click", "ts": BASE}  # behind the watermark by then
+    _produce(settings, [*first, "not json", late])
     run_now(settings, "filter_events")
     raw, dead, published = _outputs(settings)
-    assert len(raw) == 6 and len(dead) == 1 and published == 6
+    assert len(raw) == 6 and published == 6
+    assert len(dead) == 2 and (dead.reason == "late").sum() == 1  # and "not json"
 
     shutil.rmtree(settings.lake.checkpoint("filter_events"))
     run_now(settings, "filter_events")
     again, dead_again, published_again = _outputs(settings)
     assert _coordinates(again) == _coordinates(raw)
-    assert len(dead_again) == 1 and published_again == 6
+    assert len(dead_again) == 2 and published_again == 6
 
     # the replay rebuilt the capping state: the users' hour is full; a new user's is not
     _produce(settings, [{"user_id": 1, "event_type": "save", "ts": BASE + 10 * M},
@@ -60,4 +62,4 @@ def test_filter_events_checkpoint_reset_delivers_nothing_twice(own_broker, make_
     run_now(settings, "filter_events")
     raw, dead, published = _outputs(settings)
     assert sorted(raw.user_id) == [1, 1, 1, 2, 2, 2, 3]
-    assert not raw.duplicated(COORDINATES).any() and published == 7 and len(dead) == 1
+    assert not raw.duplicated(COORDINATES).any() and published == 7 and len(dead) == 2
