@@ -73,3 +73,14 @@ def committed_watermark_ms(checkpoint: str) -> int | None:
     final in the query's output. None when the query never committed a batch."""
     batch = last_committed_batch(checkpoint)
     return None if batch is None else batch_watermark_ms(checkpoint, batch)
+
+
+def created_at_ms(checkpoint: str) -> int | None:
+    """When the query of this checkpoint was created (its metadata file's modification time,
+    epoch ms): the start of the checkpoint lineage. None when there is no checkpoint."""
+    location = checkpoint if "://" in checkpoint else "file://" + os.path.abspath(checkpoint)
+    filesystem, path = pafs.FileSystem.from_uri(location)
+    info = filesystem.get_file_info(f"{path.rstrip('/')}/metadata")
+    if info.type != pafs.FileType.File or info.mtime is None:
+        return None
+    return int(info.mtime.timestamp() * 1000)

@@ -14,7 +14,7 @@ The seed's aggregation job, top to bottom:
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -38,9 +38,9 @@ from spark_jobs.streaming.checkpoint import batch_watermark_ms
 from spark_jobs.streaming.event_time import FUTURE_COLUMN, with_event_time
 from spark_jobs.streaming.kafka.source import read_topic
 from spark_jobs.streaming.lake.delta import (
+    commit_metadata,
     merge_once,
     read_arrow,
-    table_exists,
     transaction_version,
 )
 
@@ -113,21 +113,45 @@ def metrics_table(rows: list[MetricRow], updated_at: datetime) -> pa.Table:
     return pa.Table.from_pydict(columns, schema=METRICS_SCHEMA)
 
 
-def read_metric_rows(table_uri: str) -> list[MetricRow]:
-    """The rows needed to resume the running totals after a restart: those of the newest
-    window. Every batch advances every open group to the same closed window, so an open
-    group's newest row always has the table's largest window_end; older rows are history."""
-    if not table_exists(table_uri):
+# Custom metadata of each metrics commit: who wrote it, its newest window and the stamp of its
+# rows, so that a restart finds the rows its own checkpoint lineage wrote last.
+COMMIT_APP = "tideline.app_id"
+COMMIT_WINDOW = "tideline.window_end"
+COMMIT_STAMP = "tideline.updated_at_us"
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def commit_info(app_id: str, rows: list[MetricRow], updated_at: datetime) -> dict[str, str]:
+    stamp = (updated_at - _EPOCH) // timedelta(microseconds=1)
+    return {COMMIT_APP: app_id, COMMIT_WINDOW: str(max(r.window_end for r in rows)),
+            COMMIT_STAMP: str(stamp)}
+
+
+def _rows_at(table_uri: str, window_end: int) -> pa.Table:
+    return read_arrow(table_uri, columns=list(METRICS_SCHEMA.names),
+                      filters=[("window_end", "=", window_end)])
+
+
+def _as_rows(table: pa.Table) -> list[MetricRow]:
+    return [MetricRow(**row) for row in table.drop_columns(["updated_at"]).to_pylist()]
+
+
+def read_metric_rows(table_uri: str, app_id: str) -> list[MetricRow]:
+    """The rows needed to resume the running totals after a restart: those the lineage's
+    newest commit wrote at its newest window. Every batch that writes advances every open group
+    to the same closed window, so those rows hold every open group's totals; older rows are
+    history. Rows of another lineage (a checkpoint reset) may share that window_end, so the
+    commit's stamp tells them apart. None for a lineage that never wrote."""
+    info = commit_metadata(table_uri, COMMIT_APP, app_id)
+    if info is not None:
+        rows = _rows_at(table_uri, int(info[COMMIT_WINDOW]))
+        stamps = rows["updated_at"].cast(pa.int64())
+        return _as_rows(rows.filter(pc.equal(stamps, int(info[COMMIT_STAMP]))))
+    if transaction_version(table_uri, app_id) is None:
         return []
-    ends = read_arrow(table_uri, columns=["window_end"])["window_end"]
-    if len(ends) == 0:
-        return []
-    newest = pc.max(ends).as_py()
-    table = read_arrow(
-        table_uri, columns=list(METRICS_SCHEMA.names[:-1]),
-        filters=[("window_end", "=", newest)],
-    )
-    return [MetricRow(**row) for row in table.to_pylist()]
+    # written before commits carried metadata: the table's newest window (one lineage only)
+    newest = pc.max(read_arrow(table_uri, columns=["window_end"])["window_end"]).as_py()
+    return _as_rows(_rows_at(table_uri, newest))
 
 
 class MetricsSink(BatchSink[pa.Table]):
@@ -143,12 +167,11 @@ class MetricsSink(BatchSink[pa.Table]):
 
     def _resume(self) -> GroupWindows:
         """Running totals from the rows this checkpoint lineage wrote; none for a new one
-        (its recomputation then overwrites older rows through the upsert)."""
+        (it rebuilds its windows from the topics, and the upsert overwrites older rows)."""
         experiments = self.settings.experiments
-        ours = transaction_version(self.table_uri, self.outputs.app_id) is not None
         return GroupWindows.resume(
             experiments.period_ms, experiments.window_ms, experiments.critical_event_types,
-            read_metric_rows(self.table_uri) if ours else [],
+            read_metric_rows(self.table_uri, self.outputs.app_id),
         )
 
     def commit(self, table: pa.Table, batch_id: int) -> None:
@@ -157,9 +180,10 @@ class MetricsSink(BatchSink[pa.Table]):
         watermark = batch_watermark_ms(self.checkpoint, batch_id)
         rows = self.windows.apply(deltas_of(table), watermark)
         if rows:
+            now = datetime.now(UTC)
             merge_once(
-                self.table_uri, metrics_table(rows, datetime.now(UTC)), PRIMARY_KEY,
-                self.outputs.app_id, batch_id,
+                self.table_uri, metrics_table(rows, now), PRIMARY_KEY,
+                self.outputs.app_id, batch_id, commit_info(self.outputs.app_id, rows, now),
             )
 
 

@@ -33,7 +33,7 @@ DELTA_COLUMNS = (
 # Only the columns the recomputation reads; a missing table reads as empty with these.
 RAW_EVENT_COLUMNS = RAW_EVENTS.select("user_id", "event_type", "ts").spark_schema()
 RAW_ACTIVATION_COLUMNS = RAW_ACTIVATIONS.select(
-    "user_id", "experiment_hash", "experiment_group", "ts"
+    "user_id", "experiment_hash", "experiment_group", "group_ramp_time", "ts"
 ).spark_schema()
 PERIOD_SCHEMA = StructType(
     [

@@ -3,7 +3,8 @@
 The seed's validation workflow "performs the same computation as the streaming jobs, but in
 an ad-hoc way". Top to bottom:
 1. the periods with windows on the day, from the ramps table (core.periods);
-2. in the JVM: de-duplicated events, first triggers, the join and per-window deltas
+2. in the JVM, without the records experiment_metrics dead-lettered (recompute/dead_records.py,
+   CONTRACTS §9): de-duplicated events, first triggers, the join and per-window deltas
    (recompute/deltas.py), from every raw record up to the day's end, because every count is
    cumulative from its period start;
 3. per (experiment, group, period), in pandas: the cumulative, contiguous window rows
@@ -24,6 +25,7 @@ from pyspark.sql import DataFrame, SparkSession
 from spark_jobs.contracts.tables import (
     BATCH_EXPERIMENT_METRICS,
     TABLE_BATCH_METRICS,
+    TABLE_DEAD_LETTERS,
     TABLE_RAW_ACTIVATIONS,
     TABLE_RAW_EVENTS,
 )
@@ -35,6 +37,13 @@ from spark_jobs.experiments.core.batch_metrics import (
 from spark_jobs.experiments.core.metrics import COUNT_COLUMNS
 from spark_jobs.experiments.core.periods import periods
 from spark_jobs.experiments.core.user_metrics import Delta
+from spark_jobs.experiments.recompute.dead_records import (
+    DEAD_COLUMNS,
+    METRICS_JOB,
+    counted_activations,
+    counted_events,
+    lineage_dead_letters,
+)
 from spark_jobs.experiments.recompute.deltas import (
     GROUP_PERIOD,
     RAW_ACTIVATION_COLUMNS,
@@ -43,6 +52,7 @@ from spark_jobs.experiments.recompute.deltas import (
     window_deltas,
 )
 from spark_jobs.settings import ExperimentSettings, Settings
+from spark_jobs.streaming.checkpoint import created_at_ms
 from spark_jobs.streaming.days import day_bounds_ms
 from spark_jobs.streaming.lake.delta import read_spark, replace_slice_once, transaction_version
 
@@ -97,9 +107,16 @@ def metric_rows(spark: SparkSession, settings: Settings, day: datetime.date) -> 
     )
     if not chosen:
         return None
+    dead = lineage_dead_letters(
+        read_spark(spark, settings.lake.table(TABLE_DEAD_LETTERS), DEAD_COLUMNS.spark_schema()),
+        created_at_ms(settings.lake.checkpoint(METRICS_JOB)),
+    )
     deltas = window_deltas(
-        read_spark(spark, settings.lake.table(TABLE_RAW_EVENTS), RAW_EVENT_COLUMNS),
-        read_spark(spark, settings.lake.table(TABLE_RAW_ACTIVATIONS), RAW_ACTIVATION_COLUMNS),
+        counted_events(
+            read_spark(spark, settings.lake.table(TABLE_RAW_EVENTS), RAW_EVENT_COLUMNS), dead),
+        counted_activations(
+            read_spark(spark, settings.lake.table(TABLE_RAW_ACTIVATIONS), RAW_ACTIVATION_COLUMNS),
+            dead),
         periods_frame(spark, chosen),
         experiments.window_ms,
         since_ms=min(p.start for p in chosen),

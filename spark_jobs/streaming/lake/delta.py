@@ -61,8 +61,26 @@ def _already_done(table: DeltaTable | None, app_id: str, batch_id: int) -> bool:
     return done is not None and done >= batch_id
 
 
-def _commit(app_id: str, batch_id: int) -> CommitProperties:
-    return CommitProperties(app_transactions=[Transaction(app_id, batch_id)])
+def _commit(app_id: str, batch_id: int, metadata: dict[str, str] | None = None
+            ) -> CommitProperties:
+    return CommitProperties(app_transactions=[Transaction(app_id, batch_id)],
+                            custom_metadata=metadata)
+
+
+def commit_metadata(table_uri: str, key: str, value: str) -> dict[str, Any] | None:
+    """The commit info of the newest commit whose custom metadata has `key` = `value`
+    (e.g. the writer's app id), or None. Reads the log backwards, newest commits first."""
+    table = load_table(table_uri)
+    if table is None:
+        return None
+    for limit in (64, None):
+        history = table.history(limit)
+        for info in history:
+            if info.get(key) == value:
+                return info
+        if limit is not None and len(history) < limit:
+            break
+    return None
 
 
 def append_once(
@@ -125,9 +143,11 @@ def _quoted(name: str) -> str:
 
 
 def merge_once(
-    table_uri: str, data: pa.Table, keys: Sequence[str], app_id: str, batch_id: int
+    table_uri: str, data: pa.Table, keys: Sequence[str], app_id: str, batch_id: int,
+    metadata: dict[str, str] | None = None,
 ) -> bool:
-    """Upsert the batch by primary key unless app_id already committed batch_id.
+    """Upsert the batch by primary key unless app_id already committed batch_id (`metadata`:
+    custom commit metadata, read back by `commit_metadata`).
 
     Within a batch the last row of a key wins. Key columns must not be null (null never
     matches in MERGE, so it would insert duplicates). An empty batch is committed as an
@@ -141,7 +161,7 @@ def merge_once(
         table = load_table(table_uri)
         if _already_done(table, app_id, batch_id):
             return False
-        _upsert(table, table_uri, source, key_list, _commit(app_id, batch_id))
+        _upsert(table, table_uri, source, key_list, _commit(app_id, batch_id, metadata))
         return True
 
     return with_commit_retries(write)
