@@ -19,15 +19,15 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
+
+from spark_jobs.streaming.lake.one_per_key import first_per_key, last_per_key
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
-_ROW = "__tideline_row"
 _T = TypeVar("_T")
 
 
@@ -114,28 +114,6 @@ def append_once(
         return True
 
     return with_commit_retries(write)
-
-
-def _one_per_key(data: pa.Table, keys: Sequence[str], pick: str) -> pa.Table:
-    """One row per key, the first ("min") or last ("max") in batch order, order kept."""
-    if data.num_rows <= 1:
-        return data
-    numbered = data.append_column(_ROW, pa.array(range(data.num_rows), pa.int64()))
-    chosen = numbered.group_by(list(keys), use_threads=False).aggregate([(_ROW, pick)])
-    if chosen.num_rows == data.num_rows:
-        return data
-    keep = chosen[f"{_ROW}_{pick}"]
-    return data.take(pc.take(keep, pc.sort_indices(keep)))
-
-
-def last_per_key(data: pa.Table, keys: Sequence[str]) -> pa.Table:
-    """Keep the last row of each key (in batch order): MERGE rejects duplicate sources."""
-    return _one_per_key(data, keys, "max")
-
-
-def first_per_key(data: pa.Table, keys: Sequence[str]) -> pa.Table:
-    """Keep the first row of each key (in batch order): the first arrival wins."""
-    return _one_per_key(data, keys, "min")
 
 
 def _quoted(name: str) -> str:
