@@ -152,7 +152,8 @@ def replay(rows: Sequence[InputRow], fraud: FraudSettings,
             transaction = None  # a dead letter: no state, no alert
         where = (row.kafka_topic, row.kafka_partition, row.kafka_offset)
         watermark = _admitting_watermark(transaction, bound, retention, where, job_late)
-        if transaction is None or engine.store.is_seen(transaction.id_key):
+        if transaction is None or transaction.event_time < watermark - retention \
+                or engine.store.is_seen(transaction.id_key):  # no evaluation
             engine.on_transaction(row.value, watermark, row.kafka_timestamp)
             continue
         rules = engine.rules()
