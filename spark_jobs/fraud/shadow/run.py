@@ -14,7 +14,9 @@ No Spark: Kafka through confluent-kafka, Delta through delta-rs.
 The agreement required is exact, MIN_MATCH_RATE = 1.0, not a setting: the job and the replay
 run the same pure engine with the same settings, so any difference is a fault of the job's
 plumbing (order, state, restarts, delivery), never a tolerance. Evaluations the job's
-micro-batches could have changed (certainty.py) are left out on both sides and reported.
+micro-batches could have changed (certainty.py) are left out on both sides and reported;
+where they decide what state later evaluations see, the replay follows the job's record: its
+alerts (resets) and its `late` dead letters (transactions beyond `fraud.late_retention`).
 The result goes to `validation_results` (case `fraud_rules`, one row per run) and a failure
 alerts with the numbers and examples.
 
