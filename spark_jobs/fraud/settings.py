@@ -15,12 +15,18 @@ FRAUD_STATES = ("driver", "spark")
 
 @dataclass(frozen=True)
 class FraudSettings:
-    """fraud_rules: watermark delay, whether late transactions may alert, the pre-aggregation
-    bucket (0 = exact) and how many state shards split the rules (parallelism)."""
+    """fraud_rules: watermark delay, whether late transactions may alert, how far behind the
+    watermark a transaction still counts (late retention), the pre-aggregation bucket
+    (0 = exact) and how many state shards split the rules (parallelism)."""
 
     lateness_ms: int = setting("2m", Duration(), "watermark delay of the transactions")
     alert_on_late_events: bool = setting(
         False, Flag(), "whether a transaction later than the watermark may still alert")
+    late_retention_ms: int = setting(
+        "1h", Duration(),
+        "windows are kept this long past their end: a transaction up to this far behind the "
+        "watermark still counts (and alerts late over a complete window); further behind it "
+        "goes to dead_letters as late")
     bucket_ms: int = setting("0", Duration(), "pre-aggregation bucket of the windows (0 = exact)")
     shards: int = setting(
         2, PositiveInt(), "state shards splitting the rules (spark state)", unit="shards")

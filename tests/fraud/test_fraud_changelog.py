@@ -162,7 +162,7 @@ def test_a_long_lived_engine_cleans_by_due_time_not_by_scanning():
     """After the first clean-up (a full scan), windows are visited only when due: idle keys
     still go, and the clean-up touches far fewer windows than exist."""
     store = LoggedStore()
-    engine = FraudEngine(store)
+    engine = FraudEngine(store, late_retention_ms=0)
     engine.on_rule(_rule(1, ["transactionId"], "SUM", 1, 10**9), 0)
     visits = []
     get_window = store.get_window

@@ -95,7 +95,7 @@ def test_limit_keeps_its_received_decimal_text():
     assert rule.grouping_key_names == ()
     assert isinstance(rule.limit, JsonDecimal) and rule.limit.text == "21.50"
     assert rule.window_ms == 0
-    assert rule.resets_on_fire and rule.value_source == "COUNT"
+    assert rule.resets_on_fire
 
 
 def test_delete_needs_only_the_rule_id():

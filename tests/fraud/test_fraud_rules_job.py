@@ -170,7 +170,8 @@ def test_cleanup_timers_drop_state_the_windows_no_longer_need(own_broker, make_s
     from spark_jobs.catalog import system_topics
     from spark_jobs.streaming.kafka.topic_admin import ensure_topics
 
-    settings = make_settings(own_broker, fraud={"lateness": "1s", "state": "spark"},
+    settings = make_settings(own_broker, fraud={"lateness": "1s", "state": "spark",
+                                                "late_retention": "1m"},
                              jobs={"max_records_per_trigger": 100})
     kafka = settings.kafka
     ensure_topics(kafka, system_topics("fraud"), kafka.partitions)

@@ -127,26 +127,35 @@ def _traffic(seed: int, late_share: float, seconds: int = 540) -> list[Message |
     return [rules, transactions]
 
 
-def _job_alerts(rows: Sequence[InputRow], fraud: FraudSettings, rng: random.Random
-                ) -> list[dict[str, Any]]:
+def _job_outputs(rows: Sequence[InputRow], fraud: FraudSettings, rng: random.Random
+                 ) -> tuple[list[dict[str, Any]], set[tuple[str, int, int]]]:
     """The driver sink's evaluation over random batches cut between Kafka times, with the
-    watermark Spark gives each batch (the newest eventTime of earlier batches - lateness)."""
+    watermark Spark gives each batch (the newest eventTime of earlier batches - lateness):
+    its alerts, and where its late dead letters (beyond fraud.late_retention) came from."""
     sink = object.__new__(FraudDriverSink)  # only its evaluation, without a checkpoint
     sink._cleanup_at = None
-    engine = FraudEngine(MemoryStore(), fraud.alert_on_late_events, fraud.bucket_ms)
+    engine = FraudEngine(MemoryStore(), fraud.alert_on_late_events, fraud.bucket_ms,
+                         late_retention_ms=fraud.late_retention_ms)
     cuts = sorted({i for i in rng.sample(range(1, len(rows)), len(rows) // 12)
                    if rows[i].kafka_timestamp != rows[i - 1].kafka_timestamp})
-    watermark, alerts = 0, []
+    watermark, alerts, late = 0, [], set()
     for start, end in zip([0, *cuts], [*cuts, len(rows)], strict=True):
         batch = rows[start:end]
         table = pa.table({name: [getattr(r, name) for r in batch] for name in InputRow._fields})
         out = sink.evaluate(engine, table, watermark).to_pylist()
         alerts += [a for a in out if a["kind"] == "alert"]
+        late |= {(d["topic"], d["partition"], d["offset"]) for d in out
+                 if d["kind"] == "dead_letter" and d["reason"] == "late"}
         times = [t for r in batch if r.kind == KIND_TRANSACTION
                  and (t := spark_event_time(r.value)) is not None]
         if times:
             watermark = max(watermark, max(times) - fraud.lateness_ms)
-    return alerts
+    return alerts, late
+
+
+def _job_alerts(rows: Sequence[InputRow], fraud: FraudSettings, rng: random.Random
+                ) -> list[dict[str, Any]]:
+    return _job_outputs(rows, fraud, rng)[0]
 
 
 def _compared(rows: Sequence[dict[str, Any]]) -> list[tuple[Any, ...]]:
@@ -158,17 +167,22 @@ def _fired(alerts: Sequence[dict[str, Any]]) -> set[tuple[int, str, int, int]]:
     return {(a["rule_id"], a["topic"], a["partition"], a["offset"]) for a in alerts}
 
 
+# fraud.late_retention per seed: production's, and ones the late traffic goes beyond
+RETENTIONS = (3_600_000, 30_000, 0, 50_000)
+
+
 @pytest.mark.parametrize("alert_on_late", [False, True])
 @pytest.mark.parametrize("bucket_ms", [0, 7_000])
 @pytest.mark.parametrize("seed", range(4))
 def test_certain_alerts_are_the_jobs_whatever_the_batches(seed: int, bucket_ms: int,
                                                          alert_on_late: bool) -> None:
     fraud = FraudSettings(lateness_ms=LATENESS, alert_on_late_events=alert_on_late,
-                          bucket_ms=bucket_ms, shards=1)
+                          bucket_ms=bucket_ms, shards=1, late_retention_ms=RETENTIONS[seed])
     rows = input_rows(*_traffic(seed, late_share=0.08))
     for batching in range(2):
-        job = _job_alerts(rows, fraud, random.Random(seed * 10 + batching))
-        expected = replay(rows, fraud, _fired(job))
+        job, late = _job_outputs(rows, fraud, random.Random(seed * 10 + batching))
+        assert bool(late) == (fraud.late_retention_ms < 60_000), "late dead letters when due"
+        expected = replay(rows, fraud, _fired(job), late)
         assert expected.transactions > 500 and expected.rules >= 8
         assert len(expected.alerts) > 100, "the rules fire often enough to test something"
         kept, left_out = decidable(job, expected.undecidable)

@@ -11,14 +11,14 @@ per-rule semantics (a rule sees only what arrived while it was present, DELETE a
 COUNT_WITH_RESET_FLINK clear only that rule's state) direct, at the price of storing a value
 once per rule; only the rule's value is kept, not the whole transaction.
 
-Clean-up is invisible: a window entry is dropped only once no transaction that will still be
-evaluated can hold it in its window, i.e. when it is older than watermark - (rule window) -
-late retention (floored to the bucket in bucket mode). A window is trimmed so whenever its
-key sees a transaction, and `cleanup` (a scan of every window, to run on a timer) catches the
-keys that went idle. Transaction ids are remembered as long
-as the widest window needs (measured at each clean-up), so a redelivered transaction is
-recognised for as long as a present rule could count it twice; a transaction older than that
-horizon is added but never evaluated, so that it cannot alert twice.
+Retention is the contract's, exact whatever the clean-up timing (retention.py): a window
+entry lives until the watermark passes eventTime + window + late retention (floored to the
+bucket in bucket mode), so a transaction up to the late retention behind the watermark is
+evaluated over a complete window and enters the windows, and one further behind is a `late`
+dead letter. A window is trimmed whenever its key sees a transaction, and `cleanup` (a scan
+of every window, to run on a timer) catches the keys that went idle. A transaction id is
+remembered until its transaction is beyond the late retention: a redelivery that could still
+enter a window is recognised, and an older one is a late dead letter anyway.
 """
 
 from __future__ import annotations
@@ -37,9 +37,11 @@ from spark_jobs.fraud.core.keys import (
     parse_transaction,
 )
 from spark_jobs.fraud.core.outputs import Output, alert, current_rule, dead_letter, rule_error
+from spark_jobs.fraud.core.retention import DEFAULT_LATE_RETENTION_MS, Retention
 from spark_jobs.fraud.core.rules import ControlType, Rule, RuleError, RuleState, parse_rule
 from spark_jobs.fraud.core.store import MemoryStore, WindowStore
 from spark_jobs.fraud.core.windows import ExactWindow, window_loader
+from spark_jobs.streaming.lake.dead_letters import LATE
 
 __all__ = ["FraudEngine", "MemoryStore", "Output", "WindowStore"]
 
@@ -62,11 +64,11 @@ def _stored_rule(raw: str) -> Rule:
 class FraudEngine:
     """Applies rules and transactions of one shard, in arrival order, to a WindowStore.
 
-    alert_on_late: evaluate transactions behind the watermark too (they always enter windows).
+    alert_on_late: evaluate transactions behind the watermark too (within the late retention).
     bucket_ms: 0 for exact windows, else the pre-aggregation resolution.
-    late_retention_ms: with alert_on_late, keep state this much longer than the widest window
-    so that transactions up to this far behind the watermark see complete windows (the seed's
-    "extend the widest window by the maximum out-of-orderness"); later ones see what is left.
+    late_retention_ms: `fraud.late_retention`: entries are kept this much longer than their
+    rule's window, so transactions up to this far behind the watermark enter the windows and
+    see complete ones; further behind they are `late` dead letters.
     """
 
     def __init__(
@@ -75,13 +77,15 @@ class FraudEngine:
         alert_on_late: bool = False,
         bucket_ms: int = 0,
         *,
-        late_retention_ms: int = 0,
+        late_retention_ms: int = DEFAULT_LATE_RETENTION_MS,
     ) -> None:
         self.store = store
         self.alert_on_late = alert_on_late
         self.bucket_ms = max(bucket_ms, 0)
         self._span = max(self.bucket_ms, 1)
-        self._retention = max(late_retention_ms, 0) if alert_on_late else 0
+        self.retention = Retention(store, late_retention_ms)
+        self._retention = self.retention.ms
+        self._watermark: int | None = None  # the newest watermark this engine was given
         self._load_window = window_loader(self.bucket_ms)
         self.counters: Counter[str] = Counter()
         stored_mode = store.get_meta(BUCKET_MS)
@@ -108,7 +112,6 @@ class FraudEngine:
                 self.counters["stored_rules_invalid"] += 1
         self._rules = rules
         self._ordered = [rules[rule_id] for rule_id in sorted(rules)]
-        self._widest = max((rule.window_ms for rule in self._ordered), default=0)
 
     def _save_rules(self) -> None:
         self.store.put_meta(RULES, dict(self._records))
@@ -118,8 +121,19 @@ class FraudEngine:
         """The current (ACTIVE and PAUSE) rules in ruleId order."""
         return list(self._ordered)
 
-    def on_rule(self, raw: bytes | str | None, arrival_ms: int) -> list[Output]:
-        """Apply one `rules` message; an invalid one yields a rule_error and changes nothing."""
+    def _at(self, watermark_ms: int | None) -> int | None:
+        """Note the watermark an input is applied at; None: the newest one given before."""
+        if watermark_ms is not None and (self._watermark is None or watermark_ms > self._watermark):
+            self._watermark = watermark_ms
+        return self._watermark
+
+    def on_rule(
+        self, raw: bytes | str | None, arrival_ms: int, watermark_ms: int | None = None
+    ) -> list[Output]:
+        """Apply one `rules` message; an invalid one yields a rule_error and changes nothing.
+        watermark_ms: the watermark it is applied at (what a widened window can still see);
+        None for the newest one this engine was given."""
+        watermark_ms = self._at(watermark_ms)
         try:
             rule = parse_rule(raw)
         except RuleError as exc:
@@ -134,14 +148,15 @@ class FraudEngine:
             if rule.rule_id in self._records:
                 del self._records[rule.rule_id]
                 self.store.delete_rule_windows(rule.rule_id)
+                self.retention.forget(rule.rule_id)
                 self._save_rules()
                 self._cleanup_due()
             return []
-        if old is not None and (
-            old.grouping_key_names != rule.grouping_key_names
-            or old.value_source != rule.value_source
-        ):
+        if old is not None and not rule.keeps_state_of(old):
             self.store.delete_rule_windows(rule.rule_id)
+            self.retention.forget(rule.rule_id)
+        elif old is not None:
+            self.retention.updated(old, rule, watermark_ms)
         self._records[rule.rule_id] = (rule.raw, arrival_ms)
         self._save_rules()
         if old is not None:  # a narrower window lets entries go sooner
@@ -152,6 +167,7 @@ class FraudEngine:
         if rule.control_type is ControlType.EXPORT_RULES_CURRENT:
             return [current_rule(r) for r in self._ordered]
         self.store.clear_windows()
+        self.retention.forget()
         if rule.control_type is ControlType.DELETE_RULES_ALL:
             self._records.clear()
             self._save_rules()
@@ -164,33 +180,33 @@ class FraudEngine:
     ) -> list[Output]:
         """Apply one `transactions` message: store its value in the window of every present
         rule and key, and alert for each ACTIVE rule whose window aggregate passes the limit.
-        Never raises for bad input: an unusable message yields a dead_letter."""
+        Never raises for bad input: an unusable message yields a dead_letter, and so does one
+        beyond the late retention (reason `late`, checked first: it enters nothing)."""
+        self._at(watermark_ms)
         try:
             transaction = parse_transaction(raw)
         except TransactionError as exc:
             self.counters["dead_letters"] += 1
             return [dead_letter(lenient_text(raw), str(exc))]
         event_time = transaction.event_time
+        if not self.retention.admits(event_time, watermark_ms):
+            self.counters["dead_letters"] += 1
+            self.counters["beyond_retention"] += 1
+            return [dead_letter(transaction.text, LATE)]
         id_key = transaction.id_key
         if self.store.is_seen(id_key):
             self.counters["duplicates"] += 1
             return []
         self.store.put_seen(id_key, event_time)
         self.counters["transactions"] += 1
-        entry_end = event_time - event_time % self._span + self._span
-        self._expires_at(entry_end + self._widest + self._retention)
+        self._expires_at(event_time + self._retention + 1)  # when its id may be forgotten
         if not self._ordered:
             return []
         late = event_time < watermark_ms
         if late:
             self.counters["late"] += 1
-        # Behind the seen-id horizon, a redelivery cannot be recognised any more: such a
-        # transaction still enters the windows (it is late) but is never evaluated, so it
-        # cannot alert twice, even with alert_on_late.
-        forgettable = self._seen_floor is not None and event_time < self._seen_floor
-        if forgettable:
-            self.counters["beyond_dedup_horizon"] += 1
-        evaluate = not forgettable and (self.alert_on_late or not late)
+        entry_end = event_time - event_time % self._span + self._span
+        evaluate = self.alert_on_late or not late
         return self._apply(transaction, evaluate, entry_end, watermark_ms, now_ms)
 
     def _apply(
@@ -202,7 +218,7 @@ class FraudEngine:
         now_ms: int,
     ) -> list[Output]:
         store, fields, event_time = self.store, transaction.fields, transaction.event_time
-        earliest = watermark_ms - self._retention
+        retention = self.retention
         outputs: list[Output] = []
         keys: dict[tuple[str, ...], str] = {}
         for rule in self._ordered:
@@ -221,7 +237,8 @@ class FraudEngine:
                 continue  # an empty window does not alert
             window = self._load_window(state)
             # trim as we go, so that cleanup() mostly has idle keys left to visit
-            trimmed = state is not None and window.expire(earliest, rule.window_ms)
+            trimmed = state is not None and window.expire(
+                retention.earliest(rule_id, rule.window_ms, watermark_ms), rule.window_ms)
             if value is not None:
                 first_end = window.first_end() if self._due is not None else None
                 window.add(event_time, value)
@@ -255,37 +272,35 @@ class FraudEngine:
         self._next_cleanup = DUE
         self.store.put_meta(NEXT_CLEANUP, DUE)
 
-    def _floor(self, event_time: int) -> int:
-        return event_time - event_time % self._span
-
     def cleanup(self, watermark_ms: int) -> None:
-        """Drop what no transaction still to be evaluated can need (the seed's onTimer):
-        window entries older than watermark - rule window (- late retention), windows of
-        rules that are gone, and transaction ids older than the widest window."""
+        """Drop what the retention rule lets go (the seed's onTimer): window entries past
+        eventTime + rule window + late retention, windows of rules that are gone, and the ids
+        of transactions beyond the late retention (a late dead letter's, were they redelivered)."""
         store, retention = self.store, self._retention
-        earliest = watermark_ms - retention  # oldest event time still evaluated in full
+        self._at(watermark_ms)
         if self._due is None:
-            next_cleanup = self._scan_windows(earliest)
+            next_cleanup = self._scan_windows(watermark_ms)
         else:
-            next_cleanup = self._pop_due_windows(watermark_ms, earliest)
-        floor = self._floor(earliest - self._widest)
+            next_cleanup = self._pop_due_windows(watermark_ms)
+        floor = watermark_ms - retention  # older transactions are not admitted any more
         if self._seen_floor is None or floor > self._seen_floor:
             self._seen_floor = floor
             store.put_meta(SEEN_FLOOR, floor)
         oldest_seen = store.expire_seen(self._seen_floor)
         if oldest_seen is not None:
-            due = self._floor(oldest_seen) + self._span + self._widest + retention
+            due = oldest_seen + retention + 1
             next_cleanup = due if next_cleanup is None else min(next_cleanup, due)
         self._next_cleanup = next_cleanup
         store.put_meta(NEXT_CLEANUP, next_cleanup)
 
-    def _trimmed(self, rule_id: int, key: str, state: Any, earliest: int) -> int | None:
+    def _trimmed(self, rule_id: int, key: str, state: Any, watermark_ms: int) -> int | None:
         """Expire one stored window; its next due watermark, None when it is gone."""
         rule = self._rules.get(rule_id)
         if rule is None:
             self.store.delete_window(rule_id, key)
             return None
         window = self._load_window(state)
+        earliest = self.retention.earliest(rule_id, rule.window_ms, watermark_ms)
         if window.expire(earliest, rule.window_ms):
             if not len(window):
                 self.store.delete_window(rule_id, key)
@@ -295,18 +310,18 @@ class FraudEngine:
         assert first_end is not None
         return first_end + rule.window_ms + self._retention
 
-    def _scan_windows(self, earliest: int) -> int | None:
+    def _scan_windows(self, watermark_ms: int) -> int | None:
         """Visit every window (a fresh engine, or after a rule change) and index what stays."""
         due_list: list[tuple[int, int, str]] = []
         for rule_id, key, state in list(self.store.windows()):
-            due = self._trimmed(rule_id, key, state, earliest)
+            due = self._trimmed(rule_id, key, state, watermark_ms)
             if due is not None:
                 due_list.append((due, rule_id, key))
         heapq.heapify(due_list)
         self._due = due_list
         return due_list[0][0] if due_list else None
 
-    def _pop_due_windows(self, watermark_ms: int, earliest: int) -> int | None:
+    def _pop_due_windows(self, watermark_ms: int) -> int | None:
         """Visit only the windows whose oldest entry is due."""
         heap = self._due
         assert heap is not None
@@ -315,7 +330,7 @@ class FraudEngine:
             state = self.store.get_window(rule_id, key)
             if state is None:
                 continue  # deleted since (reset on fire, rule deleted, cleared)
-            due = self._trimmed(rule_id, key, state, earliest)
+            due = self._trimmed(rule_id, key, state, watermark_ms)
             if due is not None:
                 heapq.heappush(heap, (max(due, watermark_ms + 1), rule_id, key))
         return heap[0][0] if heap else None

@@ -17,7 +17,6 @@ from typing import Any, TypeVar
 
 from spark_jobs.contracts.records import json_type
 from spark_jobs.fraud.core.aggregates import (
-    COUNT_FIELDS,
     COUNT_WITH_RESET_FLINK,
     OPERATOR_SYMBOLS,
     Aggregator,
@@ -73,11 +72,11 @@ class Rule:
     def resets_on_fire(self) -> bool:
         return self.aggregate_field == COUNT_WITH_RESET_FLINK
 
-    @property
-    def value_source(self) -> str:
-        """What the window's stored values are: the field name, or COUNT for both COUNT_*
-        fields (a 1 per transaction), so switching between them keeps the values valid."""
-        return "COUNT" if self.aggregate_field in COUNT_FIELDS else self.aggregate_field
+    def keeps_state_of(self, old: Rule) -> bool:
+        """Whether this update of `old` keeps its windows: same groupingKeyNames and same
+        aggregateFieldName; any other update starts empty (CONTRACTS.md section 7)."""
+        return (self.grouping_key_names, self.aggregate_field) == (
+            old.grouping_key_names, old.aggregate_field)
 
 
 E = TypeVar("E", bound=StrEnum)

@@ -110,7 +110,8 @@ class FraudDriverSink(FraudAlertsSink):
                 store.apply_changes(change)
             fraud = self.settings.fraud
             self._store = store
-            self._engine = FraudEngine(store, fraud.alert_on_late_events, fraud.bucket_ms)
+            self._engine = FraudEngine(store, fraud.alert_on_late_events, fraud.bucket_ms,
+                                       late_retention_ms=fraud.late_retention_ms)
             self._applied, self._snapshot_of = batch_id, -1 if base is None else base
             self._cleanup_at = None
         return self._engine
@@ -177,7 +178,7 @@ class FraudDriverSink(FraudAlertsSink):
         found: list[dict[str, Any]] = []
         for row in rows:
             if row.kind == KIND_RULE:
-                outputs = engine.on_rule(row.value, row.kafka_timestamp)
+                outputs = engine.on_rule(row.value, row.kafka_timestamp, watermark)
             else:
                 outputs = engine.on_transaction(row.value, watermark, now_ms)
             for output in outputs:

@@ -6,7 +6,8 @@ fields inside the shard's engine, every transaction is evaluated on arrival over
 that ends at its event time, and alerts go to the `alerts` topic and the `fraud_alerts` table.
 Invalid rules go to `rule_errors`, EXPORT_RULES_CURRENT to `current_rules`, malformed
 transactions to `dead_letters`. The watermark (`fraud.lateness` behind the newest
-eventTime) decides which transactions are late; cleanup timers follow it.
+eventTime) decides which transactions are late (further than `fraud.late_retention` behind
+it: a `late` dead letter); cleanup timers follow it.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def build(spark: SparkSession, settings: Settings) -> DataFrame:
     routed = route(timed, shard_keys(fraud.shards, _shuffle_partitions(spark, settings)))
     routed = routed.drop("text")
     return routed.groupBy("shard").transformWithState(
-        FraudShardProcessor(fraud.alert_on_late_events, fraud.bucket_ms),
+        FraudShardProcessor(fraud.alert_on_late_events, fraud.bucket_ms, fraud.late_retention_ms),
         OUTPUT_SCHEMA,
         "append",
         "EventTime",

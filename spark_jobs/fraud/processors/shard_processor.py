@@ -40,17 +40,19 @@ def output_row(shard: int, output: Output, source: Any) -> Row:
 class FraudShardProcessor(KeyedProcessor):
     """Rules and transactions of one shard through a FraudEngine over Spark state."""
 
-    def __init__(self, alert_on_late: bool, bucket_ms: int) -> None:
+    def __init__(self, alert_on_late: bool, bucket_ms: int, late_retention_ms: int) -> None:
         super().__init__(OUTPUT_SCHEMA)
         self.alert_on_late = alert_on_late
         self.bucket_ms = bucket_ms
+        self.late_retention_ms = late_retention_ms
 
     def open(self, handle: StatefulProcessorHandle) -> None:
         self.store = SparkShardStore(handle)
 
     def _engine(self) -> FraudEngine:
         self.store.reset()
-        return FraudEngine(self.store, self.alert_on_late, self.bucket_ms)
+        return FraudEngine(self.store, self.alert_on_late, self.bucket_ms,
+                           late_retention_ms=self.late_retention_ms)
 
     def on_rows(self, key: Any, rows: Iterator[Row], watermark_ms: int) -> Iterator[Row]:
         shard = int(key[0])
@@ -59,7 +61,7 @@ class FraudShardProcessor(KeyedProcessor):
         out: list[Row] = []
         for row in sorted(rows, key=arrival_order):
             if row.kind == KIND_RULE:
-                outputs = engine.on_rule(row.value, row.kafka_timestamp)
+                outputs = engine.on_rule(row.value, row.kafka_timestamp, watermark_ms)
             else:
                 outputs = engine.on_transaction(row.value, watermark_ms, now_ms)
             out.extend(output_row(shard, output, row) for output in outputs)

@@ -5,8 +5,11 @@ comes from the batches, and it decides two things (engine.py):
 
 - whether a transaction is late: a late one is not evaluated (with `alert_on_late_events` it
   is, over windows the clean-up may already have trimmed);
-- which window entries the clean-up has dropped: never one that an on-time transaction needs,
-  unless the rule's window was widened after the drop (its state is kept).
+- which window entries are gone (the retention rule, retention.py): never one that an on-time
+  transaction needs, unless the rule's window was widened, which sees what the old width had
+  kept at the watermark of the widening;
+- whether a transaction is beyond the late retention (a `late` dead letter): the replay
+  follows the job's dead letters there (recompute.py).
 
 So an evaluation is certain when its transaction is at or above the watermark bound
 (watermark.py) and its window starts at or after what a widening may have lost. Every other
@@ -28,9 +31,9 @@ _CLEARS_ALL = (ControlType.CLEAR_STATE_ALL, ControlType.DELETE_RULES_ALL)
 class Certainty:
     """Follows a replay's rule messages; judges its transactions."""
 
-    def __init__(self, bucket_ms: int) -> None:
+    def __init__(self, bucket_ms: int, late_retention_ms: int) -> None:
         self.bucket_ms = max(bucket_ms, 0)
-        self._narrowest: dict[int, int] = {}  # rule -> narrowest window since its state began
+        self.late_retention_ms = max(late_retention_ms, 0)
         self._kept_from: dict[int, int] = {}  # rule -> entries before this may have been dropped
 
     def _floor(self, event_time: int) -> int:
@@ -40,22 +43,15 @@ class Certainty:
                 after: Mapping[int, Rule], watermark_bound: int) -> None:
         """A rules message was applied: `before` and `after` are the present rules by id."""
         if message is not None and message.control_type in _CLEARS_ALL:
-            self._narrowest.clear()  # every window is gone, here and in the job
-            self._kept_from.clear()
+            self._kept_from.clear()  # every window is gone, here and in the job
         for rule_id in before.keys() | after.keys():
             old, new = before.get(rule_id), after.get(rule_id)
-            if new is None or old is None or (old.grouping_key_names, old.value_source) != (
-                    new.grouping_key_names, new.value_source):
-                self._narrowest.pop(rule_id, None)  # the engine starts it empty
-                self._kept_from.pop(rule_id, None)
-                if new is not None:
-                    self._narrowest[rule_id] = new.window_ms
-                continue
-            narrowest = self._narrowest.setdefault(rule_id, old.window_ms)
-            if new.window_ms > old.window_ms:  # sees what was kept under the narrowest width
-                lost = watermark_bound - narrowest
+            if new is None or old is None or not new.keeps_state_of(old):
+                self._kept_from.pop(rule_id, None)  # the engine starts it empty
+            elif new.window_ms > old.window_ms:  # sees what the old width kept: the job's
+                # watermark at the widening is at most the bound, so it lost at most this
+                lost = watermark_bound - self.late_retention_ms - old.window_ms
                 self._kept_from[rule_id] = max(self._kept_from.get(rule_id, lost), lost)
-            self._narrowest[rule_id] = min(narrowest, new.window_ms)
 
     def judge(self, transaction: Transaction, rules: Sequence[Rule],
               watermark_bound: int) -> dict[int, bool]:

@@ -12,8 +12,11 @@ the contract says) and keeps every window entry a certain evaluation may need.
 One thing an uncertain evaluation changes for later ones: whether a COUNT_WITH_RESET_FLINK
 rule fired and cleared its key's window. There the replay follows the job's record (its
 alerts, `job_fired`): it clears the window when the job's rule fired, and keeps it when only
-the replay's did. Alerts come out in the `fraud_alerts` row shape, through the job's own
-`output_fields`.
+the replay's did. Likewise whether a transaction was beyond `fraud.late_retention` (a `late`
+dead letter that enters no window) depends on the job's watermark: where the bound says it
+may have been, the replay follows the job's dead letters (`job_late`), admitting the
+transaction unless the job dead-lettered it. Alerts come out in the `fraud_alerts` row shape,
+through the job's own `output_fields`.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ ALERT_FIELDS = ("rule_id", "transaction_id", "grouping_key", "aggregate", "limit
                 "event_time", "topic", "partition", "offset")
 # (rule_id, topic, partition, offset): one rule's evaluation of one transaction message
 Evaluation = tuple[int, str, int, int]
+Where = tuple[str, int, int]  # (topic, partition, offset) of one message
 
 
 @dataclass
@@ -115,16 +119,29 @@ def _follow_job_resets(engine: FraudEngine, transaction: Transaction,
             engine.store.put_window(rule_id, key, window.state())
 
 
+def _admitting_watermark(transaction: Transaction | None, bound: int, retention_ms: int,
+                         where: Where, job_late: Collection[Where]) -> int:
+    """The watermark to apply a transaction at: the bound, or, where the bound would put it
+    beyond the late retention and the job did not dead-letter it as late, the highest
+    watermark that admits it (the job's was at most that)."""
+    if transaction is None or transaction.event_time >= bound - retention_ms or where in job_late:
+        return bound
+    return transaction.event_time + retention_ms
+
+
 def replay(rows: Sequence[InputRow], fraud: FraudSettings,
-           job_fired: Collection[Evaluation] = ()) -> Replay:
-    """Apply rows (in arrival order) to a fresh engine; see the module docstring."""
-    engine = FraudEngine(MemoryStore(), alert_on_late=False, bucket_ms=fraud.bucket_ms)
-    certainty = Certainty(fraud.bucket_ms)
+           job_fired: Collection[Evaluation] = (), job_late: Collection[Where] = ()) -> Replay:
+    """Apply rows (in arrival order) to a fresh engine; see the module docstring. job_late:
+    the transactions the job sent to dead_letters as late."""
+    retention = fraud.late_retention_ms
+    engine = FraudEngine(MemoryStore(), alert_on_late=False, bucket_ms=fraud.bucket_ms,
+                         late_retention_ms=retention)
+    certainty = Certainty(fraud.bucket_ms, retention)
     found = Replay()
     for row, bound in zip(rows, watermark_bounds(rows, fraud.lateness_ms), strict=True):
         if row.kind == KIND_RULE:
             before = _present(engine)
-            engine.on_rule(row.value, row.kafka_timestamp)
+            engine.on_rule(row.value, row.kafka_timestamp, bound)
             certainty.on_rule(_parsed_rule(row.value), before, _present(engine), bound)
             found.rules += 1
             continue
@@ -133,15 +150,17 @@ def replay(rows: Sequence[InputRow], fraud: FraudSettings,
             transaction = parse_transaction(row.value)
         except TransactionError:
             transaction = None  # a dead letter: no state, no alert
-        if transaction is None or engine.store.is_seen(transaction.id_key):
-            engine.on_transaction(row.value, bound, row.kafka_timestamp)
+        where = (row.kafka_topic, row.kafka_partition, row.kafka_offset)
+        watermark = _admitting_watermark(transaction, bound, retention, where, job_late)
+        if transaction is None or transaction.event_time < watermark - retention \
+                or engine.store.is_seen(transaction.id_key):  # no evaluation
+            engine.on_transaction(row.value, watermark, row.kafka_timestamp)
             continue
         rules = engine.rules()
         verdicts = certainty.judge(transaction, rules, bound)
         held = _hold_uncertain_resets(engine, transaction, rules, verdicts)
-        outputs = engine.on_transaction(row.value, bound, row.kafka_timestamp)
+        outputs = engine.on_transaction(row.value, watermark, row.kafka_timestamp)
         alerts = [output_fields(DRIVER_SHARD, o, row) for o in outputs if o.kind == "alert"]
-        where = (row.kafka_topic, row.kafka_partition, row.kafka_offset)
         _follow_job_resets(engine, transaction, held, {a["rule_id"] for a in alerts}, job_fired,
                            where)
         for rule_id, certain in verdicts.items():

@@ -14,7 +14,9 @@ No Spark: Kafka through confluent-kafka, Delta through delta-rs.
 The agreement required is exact, MIN_MATCH_RATE = 1.0, not a setting: the job and the replay
 run the same pure engine with the same settings, so any difference is a fault of the job's
 plumbing (order, state, restarts, delivery), never a tolerance. Evaluations the job's
-micro-batches could have changed (certainty.py) are left out on both sides and reported.
+micro-batches could have changed (certainty.py) are left out on both sides and reported;
+where they decide what state later evaluations see, the replay follows the job's record: its
+alerts (resets) and its `late` dead letters (transactions beyond `fraud.late_retention`).
 The result goes to `validation_results` (case `fraud_rules`, one row per run) and a failure
 alerts with the numbers and examples.
 
@@ -30,7 +32,7 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-from spark_jobs.contracts.tables import TABLE_FRAUD_ALERTS
+from spark_jobs.contracts.tables import TABLE_DEAD_LETTERS, TABLE_FRAUD_ALERTS
 from spark_jobs.contracts.topics import TOPIC_RULES, TOPIC_TRANSACTIONS
 from spark_jobs.control.alerts import Alert, send_alert
 from spark_jobs.control.monitor.lag import partition_of
@@ -41,6 +43,7 @@ from spark_jobs.fraud.shadow.recompute import (
     ALERT_FIELDS,
     Evaluation,
     Replay,
+    Where,
     input_rows,
     replay,
 )
@@ -53,6 +56,7 @@ from spark_jobs.streaming.checkpoint import (
 from spark_jobs.streaming.days import day_bounds_ms, iso_ms
 from spark_jobs.streaming.kafka.topic_admin import TopicNotFoundError
 from spark_jobs.streaming.kafka.topic_reader import Message, read_all
+from spark_jobs.streaming.lake.dead_letters import LATE
 from spark_jobs.streaming.lake.delta import read_arrow, table_exists
 
 CASE = "fraud_rules"
@@ -129,11 +133,24 @@ def job_evaluations_fired(settings: Settings, cut: Cut | None) -> set[Evaluation
     return {(r["rule_id"], r["topic"], r["partition"], r["offset"]) for r in rows}
 
 
+def job_late_transactions(settings: Settings, cut: Cut | None) -> set[Where]:
+    """Every transaction the job sent to dead_letters as late (beyond fraud.late_retention):
+    its record of what entered no window."""
+    uri = settings.lake.table(TABLE_DEAD_LETTERS)
+    if not table_exists(uri):
+        return set()
+    filters = [("job", "=", JOB), ("reason", "=", LATE), ("topic", "=", TOPIC_TRANSACTIONS)]
+    rows = read_arrow(uri, columns=["topic", "partition", "offset"], filters=filters).to_pylist()
+    return {(r["topic"], r["partition"], r["offset"]) for r in rows
+            if _before_cut(r["topic"], r["partition"], r["offset"], cut)}
+
+
 def expected_alerts(settings: Settings, cut: Cut | None) -> Replay:
     """The replay of the messages the job had read."""
     rows = input_rows(topic_messages(settings, TOPIC_RULES, cut),
                       topic_messages(settings, TOPIC_TRANSACTIONS, cut))
-    return replay(rows, settings.fraud, job_evaluations_fired(settings, cut))
+    return replay(rows, settings.fraud, job_evaluations_fired(settings, cut),
+                  job_late_transactions(settings, cut))
 
 
 def streaming_alerts(settings: Settings, day: datetime.date, cut: Cut | None
