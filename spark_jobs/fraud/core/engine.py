@@ -28,6 +28,8 @@ import heapq
 from collections import Counter
 from typing import Any
 
+from spark_jobs.contracts.json_gate import DEFAULT_MAX_MESSAGE_BYTES
+from spark_jobs.contracts.reasons import DUPLICATE, MALFORMED
 from spark_jobs.fraud.core.aggregates import compare, field_value
 from spark_jobs.fraud.core.keys import (
     Transaction,
@@ -36,7 +38,14 @@ from spark_jobs.fraud.core.keys import (
     lenient_text,
     parse_transaction,
 )
-from spark_jobs.fraud.core.outputs import Output, alert, current_rule, dead_letter, rule_error
+from spark_jobs.fraud.core.outputs import (
+    Output,
+    alert,
+    current_rule,
+    dead_letter,
+    dropped,
+    rule_error,
+)
 from spark_jobs.fraud.core.rules import ControlType, Rule, RuleError, RuleState, parse_rule
 from spark_jobs.fraud.core.store import MemoryStore, WindowStore
 from spark_jobs.fraud.core.windows import ExactWindow, window_loader
@@ -67,6 +76,7 @@ class FraudEngine:
     late_retention_ms: with alert_on_late, keep state this much longer than the widest window
     so that transactions up to this far behind the watermark see complete windows (the seed's
     "extend the widest window by the maximum out-of-orderness"); later ones see what is left.
+    max_message_bytes: jobs.max_message_bytes, the JSON gate's size bound for every message.
     """
 
     def __init__(
@@ -76,8 +86,10 @@ class FraudEngine:
         bucket_ms: int = 0,
         *,
         late_retention_ms: int = 0,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     ) -> None:
         self.store = store
+        self.max_message_bytes = max_message_bytes
         self.alert_on_late = alert_on_late
         self.bucket_ms = max(bucket_ms, 0)
         self._span = max(self.bucket_ms, 1)
@@ -114,6 +126,15 @@ class FraudEngine:
         self.store.put_meta(RULES, dict(self._records))
         self._refresh_rules()
 
+    def recover(self) -> None:
+        """Go on from what the store holds after one message's processing raised (see
+        isolation.py): the rules as last saved, and a full clean-up scan at the next timer
+        (the in-memory clean-up index may have missed a change)."""
+        self._records = dict(self.store.get_meta(RULES) or {})
+        self._seen_floor = self.store.get_meta(SEEN_FLOOR)
+        self._refresh_rules()
+        self._cleanup_due()
+
     def rules(self) -> list[Rule]:
         """The current (ACTIVE and PAUSE) rules in ruleId order."""
         return list(self._ordered)
@@ -121,7 +142,7 @@ class FraudEngine:
     def on_rule(self, raw: bytes | str | None, arrival_ms: int) -> list[Output]:
         """Apply one `rules` message; an invalid one yields a rule_error and changes nothing."""
         try:
-            rule = parse_rule(raw)
+            rule = parse_rule(raw, self.max_message_bytes)
         except RuleError as exc:
             self.counters["rule_errors"] += 1
             return [rule_error(lenient_text(raw).strip(), str(exc))]
@@ -166,15 +187,15 @@ class FraudEngine:
         rule and key, and alert for each ACTIVE rule whose window aggregate passes the limit.
         Never raises for bad input: an unusable message yields a dead_letter."""
         try:
-            transaction = parse_transaction(raw)
+            transaction = parse_transaction(raw, self.max_message_bytes)
         except TransactionError as exc:
             self.counters["dead_letters"] += 1
-            return [dead_letter(lenient_text(raw), str(exc))]
+            return [dead_letter(MALFORMED, lenient_text(raw), str(exc))]
         event_time = transaction.event_time
         id_key = transaction.id_key
         if self.store.is_seen(id_key):
             self.counters["duplicates"] += 1
-            return []
+            return [dropped(DUPLICATE)]
         self.store.put_seen(id_key, event_time)
         self.counters["transactions"] += 1
         entry_end = event_time - event_time % self._span + self._span
