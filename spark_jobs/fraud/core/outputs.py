@@ -126,13 +126,19 @@ def alert(
 
 
 def rule_error(raw_text: str, error: str) -> Output:
-    """The `rule_errors` message for an invalid rule (its text cut to MAX_ECHO_BYTES)."""
-    data: dict[str, Any] = {"rule": cut(raw_text, MAX_ECHO_BYTES),
-                            "error": encodable(error[:MAX_DETAIL_CHARS])}
+    """The `rule_errors` message for an invalid rule (its text cut to MAX_ECHO_BYTES, or
+    shorter when escaping it in JSON would make the message larger than MAX_OUTPUT_BYTES)."""
     received = utf8_size(raw_text, MAX_ECHO_BYTES)
-    if received > MAX_ECHO_BYTES:
-        data.update(truncated=True, receivedBytes=received)
-    return Output("rule_error", json.dumps(data, ensure_ascii=False), data)
+    limit = MAX_ECHO_BYTES
+    while True:
+        data: dict[str, Any] = {"rule": cut(raw_text, limit),
+                                "error": encodable(error[:MAX_DETAIL_CHARS])}
+        if received > limit:
+            data.update(truncated=True, receivedBytes=received)
+        value = json.dumps(data, ensure_ascii=False)
+        if utf8_size(value, MAX_OUTPUT_BYTES) <= MAX_OUTPUT_BYTES:
+            return Output("rule_error", value, data)
+        limit //= 2
 
 
 def current_rule(rule: Rule) -> Output:
