@@ -350,7 +350,8 @@ def test_a_redelivered_transaction_counts_once_and_never_alerts_twice():
     again = engine.on_transaction(txn(7, 0), 0, 0)
     changed = engine.on_transaction(txn(7, 5, amount="99"), 0, 0)  # same id, other content
     assert fired(first) == [(1, "{payeeId=1}", "1")]
-    assert again == changed == []
+    assert [(o.kind, o.data["reason"]) for o in again + changed] == [
+        ("dropped", "duplicate")] * 2, "counted as dropped (duplicate), never alerted"
     assert fired(engine.on_transaction(txn("7", 1), 0, 0)) == [(1, "{payeeId=1}", "2")]
     assert engine.counters["duplicates"] == 2
 
@@ -359,7 +360,7 @@ def test_a_redelivered_transaction_counts_once_and_never_alerts_twice():
     ("raw", "reason"),
     [
         (b"not json", "not valid JSON"),
-        (b"\xff", "not UTF-8"),
+        (b"\xff", "not valid UTF-8"),
         (None, "empty message"),
         (b'{"transactionId": 1}', "missing field 'eventTime'"),
         (b'{"transactionId": 1, "eventTime": 1.5}', "'eventTime' must be an integer"),
@@ -371,7 +372,8 @@ def test_malformed_transactions_become_dead_letters(raw, reason):
     engine.on_rule(count_rule(limit=0), 0)
     (output,) = engine.on_transaction(raw, 0, 0)
     assert output.kind == "dead_letter"
-    assert reason in output.data["reason"]
+    assert output.data["reason"] == "malformed"
+    assert reason in output.data["detail"]
     assert output.value == ("" if raw is None else raw.decode(errors="replace"))
 
 
@@ -440,7 +442,7 @@ def test_seen_ids_live_as_long_as_the_late_retention():
     engine.on_transaction(txn(1, 0), 0, 0)
     engine.cleanup(5 * MIN)
     assert engine.store.seen == {"1": 0}
-    assert engine.on_transaction(txn(1, 0), 5 * MIN, 0) == []  # still recognised
+    assert fired(engine.on_transaction(txn(1, 0), 5 * MIN, 0)) == []  # still recognised
     engine.cleanup(5 * MIN + 1)
     assert engine.store.seen == {}
     # beyond the retention a redelivery is a late dead letter: it neither counts nor alerts
@@ -504,7 +506,7 @@ def test_rules_and_windows_survive_a_restart_on_the_same_store():
     restarted = FraudEngine(store)
     assert [r.rule_id for r in restarted.rules()] == [1]
     assert fired(restarted.on_transaction(txn(2, 1), 0, 0)) == [(1, "{payeeId=1}", "2")]
-    assert restarted.on_transaction(txn(1, 0), 0, 0) == []  # still a redelivery
+    assert [o.kind for o in restarted.on_transaction(txn(1, 0), 0, 0)] == ["dropped"]  # redelivery
 
 
 def test_a_store_written_in_another_mode_loses_its_windows_but_not_its_rules():

@@ -136,8 +136,10 @@ class Reference:
 
 
 def results(outputs: list[Output]) -> list[Result]:
+    """Alerts and dead letters; a `dropped` output (a redelivery's count) is no result."""
     return [("alert", o.data["ruleId"], o.data["groupingKey"], str(o.data["aggregate"]))
-            if o.kind == "alert" else ("dead", o.data["reason"]) for o in outputs]
+            if o.kind == "alert" else ("dead", o.data["reason"]) for o in outputs
+            if o.kind != "dropped"]
 
 
 FIELDS = ["paymentAmount", "COUNT_FLINK", "COUNT_WITH_RESET_FLINK"]

@@ -118,8 +118,10 @@ def test_beyond_retention_even_without_rules_and_even_when_redelivered():
     stream.pay(0)  # no rule: still remembered for redeliveries
     stream.advance(MIN, cleanup=False)
     engine = stream.engine
-    assert engine.on_transaction(json.dumps({"transactionId": 1, "eventTime": T0}),
-                                 T0 + MIN, 0) == [], "a redelivery within retention"
+    (counted,) = engine.on_transaction(json.dumps({"transactionId": 1, "eventTime": T0}),
+                                       T0 + MIN, 0)
+    assert (counted.kind, counted.data["reason"]) == ("dropped", "duplicate"), \
+        "a redelivery within retention is only counted"
     (letter,) = engine.on_transaction(json.dumps({"transactionId": 1, "eventTime": T0}),
                                       T0 + MIN + 1, 0)
     assert letter.data["reason"] == "late", "beyond it, whether or not its id is remembered"

@@ -121,12 +121,12 @@ def test_unknown_fields_are_ignored():
 @pytest.mark.parametrize(
     ("raw", "reason"),
     [
-        (b"\xff\xfe", "not valid JSON: not UTF-8"),
+        (b"\xff\xfe", "not valid UTF-8"),
         ("", "not valid JSON"),
-        (None, "not valid JSON: empty message"),
+        (None, "empty message"),
         ("{not json", "not valid JSON"),
         ("[1, 2]", "a rule must be a JSON object, got array"),
-        (with_(limit=float("nan")), "not valid JSON: NaN is not a JSON number"),
+        (with_(limit=float("nan")), "not valid JSON"),
         (with_(ruleState=...), "missing field 'ruleState'"),
         (with_(ruleState="RUNNING"), "unknown ruleState 'RUNNING'"),
         (with_(ruleState="active"), "unknown ruleState 'active'"),
@@ -182,7 +182,7 @@ def test_transactions_keep_their_text_and_number_text():
     ("raw", "reason"),
     [
         (None, "empty message"),
-        (b"\xc3\x28", "not UTF-8"),
+        (b"\xc3\x28", "not valid UTF-8"),
         ("nope", "not valid JSON"),
         ('{"transactionId": 1, "eventTime": NaN}', "not valid JSON"),
         ("[]", "must be a JSON object"),

@@ -28,6 +28,8 @@ import heapq
 from collections import Counter
 from typing import Any
 
+from spark_jobs.contracts.json_gate import DEFAULT_MAX_MESSAGE_BYTES
+from spark_jobs.contracts.reasons import DUPLICATE, MALFORMED
 from spark_jobs.fraud.core.aggregates import compare, field_value
 from spark_jobs.fraud.core.keys import (
     Transaction,
@@ -36,7 +38,14 @@ from spark_jobs.fraud.core.keys import (
     lenient_text,
     parse_transaction,
 )
-from spark_jobs.fraud.core.outputs import Output, alert, current_rule, dead_letter, rule_error
+from spark_jobs.fraud.core.outputs import (
+    Output,
+    alert,
+    current_rule,
+    dead_letter,
+    dropped,
+    rule_error,
+)
 from spark_jobs.fraud.core.retention import DEFAULT_LATE_RETENTION_MS, Retention
 from spark_jobs.fraud.core.rules import ControlType, Rule, RuleError, RuleState, parse_rule
 from spark_jobs.fraud.core.store import MemoryStore, WindowStore
@@ -69,6 +78,7 @@ class FraudEngine:
     late_retention_ms: `fraud.late_retention`: entries are kept this much longer than their
     rule's window, so transactions up to this far behind the watermark enter the windows and
     see complete ones; further behind they are `late` dead letters.
+    max_message_bytes: jobs.max_message_bytes, the JSON gate's size bound for every message.
     """
 
     def __init__(
@@ -78,8 +88,10 @@ class FraudEngine:
         bucket_ms: int = 0,
         *,
         late_retention_ms: int = DEFAULT_LATE_RETENTION_MS,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     ) -> None:
         self.store = store
+        self.max_message_bytes = max_message_bytes
         self.alert_on_late = alert_on_late
         self.bucket_ms = max(bucket_ms, 0)
         self._span = max(self.bucket_ms, 1)
@@ -117,6 +129,15 @@ class FraudEngine:
         self.store.put_meta(RULES, dict(self._records))
         self._refresh_rules()
 
+    def recover(self) -> None:
+        """Go on from what the store holds after one message's processing raised (see
+        isolation.py): the rules as last saved, and a full clean-up scan at the next timer
+        (the in-memory clean-up index may have missed a change)."""
+        self._records = dict(self.store.get_meta(RULES) or {})
+        self._seen_floor = self.store.get_meta(SEEN_FLOOR)
+        self._refresh_rules()
+        self._cleanup_due()
+
     def rules(self) -> list[Rule]:
         """The current (ACTIVE and PAUSE) rules in ruleId order."""
         return list(self._ordered)
@@ -135,7 +156,7 @@ class FraudEngine:
         None for the newest one this engine was given."""
         watermark_ms = self._at(watermark_ms)
         try:
-            rule = parse_rule(raw)
+            rule = parse_rule(raw, self.max_message_bytes)
         except RuleError as exc:
             self.counters["rule_errors"] += 1
             return [rule_error(lenient_text(raw).strip(), str(exc))]
@@ -184,19 +205,20 @@ class FraudEngine:
         beyond the late retention (reason `late`, checked first: it enters nothing)."""
         self._at(watermark_ms)
         try:
-            transaction = parse_transaction(raw)
+            transaction = parse_transaction(raw, self.max_message_bytes)
         except TransactionError as exc:
             self.counters["dead_letters"] += 1
-            return [dead_letter(lenient_text(raw), str(exc))]
+            return [dead_letter(MALFORMED, lenient_text(raw), str(exc))]
         event_time = transaction.event_time
         if not self.retention.admits(event_time, watermark_ms):
             self.counters["dead_letters"] += 1
             self.counters["beyond_retention"] += 1
-            return [dead_letter(transaction.text, LATE)]
+            return [dead_letter(LATE, transaction.text,
+                                "behind the watermark by more than fraud.late_retention")]
         id_key = transaction.id_key
         if self.store.is_seen(id_key):
             self.counters["duplicates"] += 1
-            return []
+            return [dropped(DUPLICATE)]
         self.store.put_seen(id_key, event_time)
         self.counters["transactions"] += 1
         self._expires_at(event_time + self._retention + 1)  # when its id may be forgotten

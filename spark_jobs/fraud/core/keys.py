@@ -6,6 +6,12 @@ Numbers are parsed so that their received JSON text survives: floats become `Jso
 contract, `{payeeId=25;beneficiaryId=12}`, can then use values "as their JSON text" without a
 float round trip, and aggregation reads exact decimals. NaN/Infinity are not JSON and are
 rejected.
+
+Every message passes the JSON gate first (contracts/json_gate, CONTRACTS section 9: size,
+UTF-8, lone surrogates, depth, int64, float range), so the exact parse below never meets a
+number or a nesting that could blow it up. One case the gate lets through is checked here: a
+zero with an extreme exponent (`0e-999999999` is a fine float), which exact decimal addition
+would align to a billion digits.
 """
 
 from __future__ import annotations
@@ -15,6 +21,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
+
+from spark_jobs.contracts.json_gate import DEFAULT_MAX_MESSAGE_BYTES, MalformedJson, load_json
+from spark_jobs.contracts.records import MAX_TIME_MS
+
+# The gate keeps non-zero numbers within the float range (adjusted exponents -324..308);
+# zeros may carry any exponent, which exact sums would have to spell out.
+MAX_ADJUSTED_EXPONENT = 400
 
 
 class JsonDecimal(Decimal):
@@ -26,6 +39,9 @@ class JsonDecimal(Decimal):
 
     def __new__(cls, text: str) -> JsonDecimal:
         number = super().__new__(cls, text)
+        if not -MAX_ADJUSTED_EXPONENT <= number.adjusted() <= MAX_ADJUSTED_EXPONENT:
+            raise MalformedJson(f"number {text[:40]} has an exponent beyond "
+                             f"+-{MAX_ADJUSTED_EXPONENT}")
         number.text = text
         return number
 
@@ -62,6 +78,22 @@ def lenient_text(raw: bytes | str | None) -> str:
 def loads_json(text: str) -> Any:
     """json.loads keeping number text (see the module docstring); ValueError when invalid."""
     return json.loads(text, parse_float=JsonDecimal, parse_constant=_reject_constant)
+
+
+def gated_json(raw: bytes | str | None, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+               ) -> tuple[str, Any]:
+    """The message's text and its exact parse, once it has passed the JSON gate; else
+    MalformedJson naming what is wrong."""
+    load_json(raw, max_bytes)
+    try:
+        text = decode_text(raw)
+        return text, loads_json(text)
+    except MalformedJson:
+        raise
+    except ValueError as exc:  # JSONDecodeError is a ValueError
+        raise MalformedJson(f"not valid JSON: {exc}") from None
+    except RecursionError:  # the gate bounds depth; never let one message unwind the stack
+        raise MalformedJson("JSON nested too deeply") from None
 
 
 def json_text(value: Any) -> str:
@@ -123,16 +155,18 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def parse_transaction(raw: bytes | str | None) -> Transaction:
+def parse_transaction(raw: bytes | str | None, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+                      ) -> Transaction:
     """Decode and validate one `transactions` message; TransactionError says why it is unusable.
 
     A transaction needs a transactionId (JSON integer or string) and an integer eventTime in
-    epoch ms; every other field is optional (the rules skip what they cannot read)."""
+    epoch ms (at most the year 9999 either side of 1970, so that clean-up timers, event times
+    plus windows, fit a long); every other field is optional (the rules skip what they cannot
+    read)."""
     try:
-        text = decode_text(raw)
-        fields = loads_json(text)
-    except ValueError as exc:  # JSONDecodeError is a ValueError
-        raise TransactionError(f"not valid JSON: {exc}") from exc
+        text, fields = gated_json(raw, max_bytes)
+    except MalformedJson as exc:
+        raise TransactionError(str(exc)) from None
     if not isinstance(fields, dict):
         raise TransactionError("a transaction must be a JSON object")
     if "transactionId" not in fields:
@@ -145,4 +179,8 @@ def parse_transaction(raw: bytes | str | None) -> Transaction:
     event_time = fields["eventTime"]
     if not _is_int(event_time):
         raise TransactionError("'eventTime' must be an integer (epoch milliseconds)")
+    if not -MAX_TIME_MS <= event_time <= MAX_TIME_MS:  # timers add windows to event times
+        raise TransactionError(
+            f"'eventTime' is not an epoch time in milliseconds (beyond the year 9999): "
+            f"{event_time}")
     return Transaction(transaction_id, event_time, fields, text.strip())

@@ -20,7 +20,8 @@ KIND_RULE = "rule"
 KIND_TRANSACTION = "transaction"
 ARROW_OUTPUT_SCHEMA = pa.schema(
     [
-        # kind: alert, rule_error, current_rule or dead_letter; value: the text for its topic
+        # kind: alert, rule_error, current_rule, dead_letter or dropped (a duplicate); value:
+        # the text for its topic (a dead letter's: the message's text)
         pa.field("kind", pa.string(), nullable=False),
         pa.field("value", pa.string()),
         pa.field("shard", pa.int32(), nullable=False),
@@ -31,7 +32,9 @@ ARROW_OUTPUT_SCHEMA = pa.schema(
         pa.field("transaction_id", pa.string()),
         pa.field("event_time", pa.int64()),
         pa.field("alert_time", pa.int64()),
-        pa.field("reason", pa.string()),
+        pa.field("reason", pa.string()),  # a dead letter's code, a rule error's error text
+        pa.field("detail", pa.string()),  # what is wrong with a dead letter's message
+        pa.field("dropped", pa.int64()),  # 1 on a `dropped` row (streaming/drops.py)
         pa.field("topic", pa.string()),
         pa.field("partition", pa.int32()),
         pa.field("offset", pa.int64()),
@@ -47,6 +50,14 @@ def arrival_order(row: Any) -> tuple[int, int, str, int, int]:
             row.kafka_partition, row.kafka_offset)
 
 
+def _long(value: Any) -> int | None:
+    """An int64 column's value; anything else (never seen: inputs pass the JSON gate) null,
+    so that one row can never fail the batch's conversion."""
+    if isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63:
+        return value
+    return None
+
+
 def _text(value: Any) -> str | None:
     if value is None:
         return None
@@ -60,13 +71,14 @@ def output_fields(shard: int, output: Output, source: Any) -> dict[str, Any]:
     event = data.get("triggeringEvent") if output.kind == "alert" else None
     return {
         "kind": output.kind, "value": output.value, "shard": shard,
-        "rule_id": data.get("ruleId") if isinstance(data.get("ruleId"), int) else None,
+        "rule_id": _long(data.get("ruleId")),
         "grouping_key": data.get("groupingKey"), "aggregate": _text(data.get("aggregate")),
         "limit": _text(data.get("limit")),
         "transaction_id": None if event is None else _text(event.get("transactionId")),
-        "event_time": None if event is None else event.get("eventTime"),
+        "event_time": None if event is None else _long(event.get("eventTime")),
         "alert_time": data.get("alertTime"),
-        "reason": data.get("reason") or data.get("error"),
+        "reason": data.get("reason") or data.get("error"), "detail": data.get("detail"),
+        "dropped": 1 if output.kind == "dropped" else None,
         "topic": source.kafka_topic, "partition": source.kafka_partition,
         "offset": source.kafka_offset, "kafka_timestamp": source.kafka_timestamp,
         "key": source.kafka_key,

@@ -5,6 +5,10 @@ explains itself, because an invalid rule is answered on `rule_errors` with the r
 change nothing: a rule that could be half-understood is rejected rather than guessed.
 Unknown extra fields are ignored (the demo's messages carry a few), and a DELETE needs only
 its ruleId, since the demo sends the whole rule with ruleState DELETE.
+
+A rule passes the JSON gate first (contracts/json_gate) and may be at most MAX_RULE_BYTES:
+rules are written by people, and what is accepted is echoed whole on `current_rules`, so the
+bound keeps every such message far below what a broker accepts.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Any, TypeVar
 
+from spark_jobs.contracts.json_gate import DEFAULT_MAX_MESSAGE_BYTES, MalformedJson
 from spark_jobs.contracts.records import json_type
 from spark_jobs.fraud.core.aggregates import (
     COUNT_WITH_RESET_FLINK,
@@ -22,10 +27,13 @@ from spark_jobs.fraud.core.aggregates import (
     Aggregator,
     Operator,
 )
-from spark_jobs.fraud.core.keys import decode_text, loads_json
+from spark_jobs.fraud.core.keys import gated_json
 
 MINUTE_MS = 60_000
-MAX_WINDOW_MINUTES = (2**63 - 1) // MINUTE_MS  # window_ms must fit a Spark long
+# window_ms plus any event time (and the late retention) must fit a Spark long: clean-up
+# timers are event times plus windows
+MAX_WINDOW_MINUTES = 2**62 // MINUTE_MS
+MAX_RULE_BYTES = 64 * 1024
 
 
 class RuleState(StrEnum):
@@ -148,13 +156,16 @@ def _window_ms(obj: dict[str, Any]) -> int:
     return minutes * MINUTE_MS
 
 
-def parse_rule(raw: bytes | str | None) -> Rule:
+def parse_rule(raw: bytes | str | None, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> Rule:
     """Validate one `rules` message; RuleError carries the reason for anything invalid."""
     try:
-        text = decode_text(raw).strip()
-        obj = loads_json(text)
-    except ValueError as exc:
-        raise RuleError(f"not valid JSON: {exc}") from exc
+        text, obj = gated_json(raw, max_bytes)
+    except MalformedJson as exc:
+        raise RuleError(str(exc)) from None
+    text = text.strip()
+    size = len(text.encode("utf-8"))
+    if size > MAX_RULE_BYTES:
+        raise RuleError(f"a rule of {size} bytes is larger than {MAX_RULE_BYTES} bytes")
     if not isinstance(obj, dict):
         raise RuleError(f"a rule must be a JSON object, got {json_type(obj)}")
     state = _enum(obj, "ruleState", RuleState)

@@ -11,7 +11,10 @@ committed batches (taken in a forked child: background_snapshots); a restarted j
 the state of the last committed batch and Spark replays the next one.
 The trade-off: state must fit in the driver's memory, and evaluation does not scale out.
 Outputs, ordering and exactly-once are the same as the sharded path's (same engine, same
-arrival order, the same watermark from the offset log, the same sink).
+arrival order, the same watermark from the offset log, the same sink), and so is hostile input
+(CONTRACTS section 9): a transaction too far ahead of its Kafka time (FUTURE_COLUMN) is a
+`future` dead letter that never reaches the engine, every message goes through the engine
+isolated (fraud.core.isolation), and an alert the topic refuses becomes a dead letter.
 """
 
 from __future__ import annotations
@@ -23,21 +26,27 @@ from typing import Any, NamedTuple
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
+from spark_jobs.contracts.reasons import FUTURE
 from spark_jobs.contracts.topics import TOPIC_FRAUD_ALERTS
 from spark_jobs.fraud.core.changelog import LoggedStore
 from spark_jobs.fraud.core.engine import FraudEngine
+from spark_jobs.fraud.core.isolation import apply_rule, apply_transaction
+from spark_jobs.fraud.core.keys import lenient_text
 from spark_jobs.fraud.core.output_rows import (
     ARROW_OUTPUT_SCHEMA,
     KIND_RULE,
     arrival_order,
     output_fields,
 )
-from spark_jobs.fraud.jobs.alerts_sink import NAME, FraudAlertsSink, alert_key
+from spark_jobs.fraud.core.outputs import Output, dead_letter
+from spark_jobs.fraud.jobs.alerts_sink import NAME, FraudAlertsSink, alert_key, refused_row
 from spark_jobs.fraud.jobs.background_snapshots import BackgroundSnapshots
 from spark_jobs.fraud.jobs.engine_state_files import EngineStateFiles
+from spark_jobs.fraud.jobs.publishing import RefusingPublisher
 from spark_jobs.settings import Settings
 from spark_jobs.streaming.checkpoint import batch_watermark_ms
-from spark_jobs.streaming.kafka.producer import Publisher
+from spark_jobs.streaming.drops import note_batch
+from spark_jobs.streaming.event_time import FUTURE_COLUMN, future_detail
 from spark_jobs.streaming.kafka.replay_fence import key_only
 
 DRIVER_SHARD = 0
@@ -69,6 +78,10 @@ class InputRow(NamedTuple):
     kafka_offset: int
     kafka_timestamp: int
     kafka_key: str | None
+    future_by_ms: int | None = None  # FUTURE_COLUMN: how far ahead of its Kafka time
+
+
+assert InputRow._fields[-1] == FUTURE_COLUMN
 
 
 class FraudDriverSink(FraudAlertsSink):
@@ -85,7 +98,7 @@ class FraudDriverSink(FraudAlertsSink):
         self._applied: int | None = None  # the batch the in-memory state is the state after
         self._snapshot_of = -1
         self._cleanup_at: int | None = None
-        self._sent_alerts: Publisher | None = None  # of the batch being delivered
+        self._sent_alerts: RefusingPublisher | None = None  # of the batch being delivered
         self._changes = b""  # its state changes, persisted just before its commit
 
     @property
@@ -111,7 +124,8 @@ class FraudDriverSink(FraudAlertsSink):
             fraud = self.settings.fraud
             self._store = store
             self._engine = FraudEngine(store, fraud.alert_on_late_events, fraud.bucket_ms,
-                                       late_retention_ms=fraud.late_retention_ms)
+                                       late_retention_ms=fraud.late_retention_ms,
+                                       max_message_bytes=self.settings.jobs.max_message_bytes)
             self._applied, self._snapshot_of = batch_id, -1 if base is None else base
             self._cleanup_at = None
         return self._engine
@@ -140,8 +154,9 @@ class FraudDriverSink(FraudAlertsSink):
             self._maybe_snapshot(batch_id - 1)  # Spark commits a batch before the next one
         watermark = batch_watermark_ms(self.checkpoint, batch_id)
         self.fence.begin(batch_id)
-        alerts = self.fence.publisher(self.outputs.producer, TOPIC_FRAUD_ALERTS, key_only)
+        alerts = RefusingPublisher(self.outputs.producer, TOPIC_FRAUD_ALERTS, self.fence, key_only)
         outputs = self.evaluate(engine, table, watermark, alerts)
+        note_batch(self.outputs.job, batch_id, self.drop_counts(outputs))
         assert self._store is not None
         self._sent_alerts, self._changes = alerts, self._store.take_changes()
         self._applied = None  # until the change file is written, memory is ahead of disk
@@ -151,7 +166,7 @@ class FraudDriverSink(FraudAlertsSink):
     def publish_alerts(self, alerts: pa.Table) -> None:
         """The alerts went out as they were found (in this order): await their delivery."""
         assert self._sent_alerts is not None
-        self._sent_alerts.flush()
+        self.set_aside(TOPIC_FRAUD_ALERTS, alerts, self._sent_alerts.flush())
 
     def commit(self, table: pa.Table, batch_id: int) -> None:
         """The batch's state changes first: once `fraud_alerts` says the batch is done, a
@@ -167,26 +182,41 @@ class FraudDriverSink(FraudAlertsSink):
         super().close()
 
     def evaluate(self, engine: FraudEngine, table: pa.Table, watermark: int,
-                 alerts: Publisher | None = None) -> pa.Table:
+                 alerts: RefusingPublisher | None = None) -> pa.Table:
         """Apply the batch's rows in arrival order, run the clean-up when its timer would
         fire, and return the outputs in the sharded path's row shape. Alerts also go to
         `alerts` the moment they are found, not after the whole batch."""
         now_ms = int(time.time() * 1000)
-        rows = sorted((InputRow(*r) for r in zip(*(table[name].to_pylist()
-                                                    for name in InputRow._fields), strict=True)),
-                      key=arrival_order)
         found: list[dict[str, Any]] = []
-        for row in rows:
-            if row.kind == KIND_RULE:
-                outputs = engine.on_rule(row.value, row.kafka_timestamp, watermark)
-            else:
-                outputs = engine.on_transaction(row.value, watermark, now_ms)
-            for output in outputs:
+        for row in input_rows_of(table):
+            for output in self._apply(engine, row, watermark, now_ms):
                 found.append(output_fields(DRIVER_SHARD, output, row))
                 if alerts is not None and output.kind == "alert":
                     last = found[-1]
-                    alerts.send(alert_key(last["rule_id"], last["transaction_id"]), output.value)
+                    error = alerts.send(alert_key(last["rule_id"], last["transaction_id"]),
+                                        output.value, (row.kafka_topic, row.kafka_partition,
+                                                       row.kafka_offset, last["rule_id"]))
+                    if error is not None:
+                        found[-1] = refused_row(last, TOPIC_FRAUD_ALERTS, error)
         if self._cleanup_at is not None and watermark >= self._cleanup_at:
             engine.cleanup(watermark)
         self._cleanup_at = engine.next_cleanup_ms(watermark)
         return pa.Table.from_pylist(found, schema=ARROW_OUTPUT_SCHEMA)
+
+    @staticmethod
+    def _apply(engine: FraudEngine, row: InputRow, watermark: int, now_ms: int
+               ) -> list[Output]:
+        """One message's outputs: a transaction from the future never reaches the engine."""
+        if row.kind == KIND_RULE:
+            return apply_rule(engine, row.value, row.kafka_timestamp, watermark)
+        if row.future_by_ms is not None:
+            return [dead_letter(FUTURE, lenient_text(row.value), future_detail(row.future_by_ms))]
+        return apply_transaction(engine, row.value, watermark, now_ms)
+
+
+def input_rows_of(table: pa.Table) -> list[InputRow]:
+    """A batch's rows in arrival order (a table without FUTURE_COLUMN: none from the future)."""
+    absent = [None] * table.num_rows
+    columns = (table[name].to_pylist() if name in table.column_names else absent
+               for name in InputRow._fields)
+    return sorted((InputRow(*r) for r in zip(*columns, strict=True)), key=arrival_order)

@@ -5,9 +5,10 @@ rule, control messages to all), transactions are keyed dynamically by each rule'
 fields inside the shard's engine, every transaction is evaluated on arrival over the window
 that ends at its event time, and alerts go to the `alerts` topic and the `fraud_alerts` table.
 Invalid rules go to `rule_errors`, EXPORT_RULES_CURRENT to `current_rules`, malformed
-transactions to `dead_letters`. The watermark (`fraud.lateness` behind the newest
-eventTime) decides which transactions are late (further than `fraud.late_retention` behind
-it: a `late` dead letter); cleanup timers follow it.
+transactions (and those too far ahead of their Kafka time: `future`) to `dead_letters`. The
+watermark (`fraud.lateness` behind the newest eventTime) decides which transactions are late
+(further than `fraud.late_retention` behind it: a `late` dead letter); cleanup timers follow
+it.
 """
 
 from __future__ import annotations
@@ -70,7 +71,8 @@ def build(spark: SparkSession, settings: Settings) -> DataFrame:
     routed = route(timed, shard_keys(fraud.shards, _shuffle_partitions(spark, settings)))
     routed = routed.drop("text")
     return routed.groupBy("shard").transformWithState(
-        FraudShardProcessor(fraud.alert_on_late_events, fraud.bucket_ms, fraud.late_retention_ms),
+        FraudShardProcessor(fraud.alert_on_late_events, fraud.bucket_ms, fraud.late_retention_ms,
+                            settings.jobs.max_message_bytes),
         OUTPUT_SCHEMA,
         "append",
         "EventTime",

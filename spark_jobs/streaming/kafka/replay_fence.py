@@ -79,6 +79,16 @@ class ReplayFence:
             self._tag = tag
             self._checking, self._first = self._first, False
 
+    @property
+    def headers(self) -> list[tuple[str, bytes]]:
+        """The batch header every record of the current batch carries."""
+        return [(HEADER, self._tag)]
+
+    def already_published(self, topic: str, identity: Identity = key_and_value) -> Counter:
+        """What an earlier attempt of the current batch already got out to `topic` (only
+        looked up on a process's first batch)."""
+        return self.published(topic, identity) if self._checking else Counter()
+
     def publisher(self, producer: Producer, topic: str,
                   identity: Identity = key_and_value) -> FencedPublisher:
         """The batch's publisher for `topic`; on a process's first batch it skips what an
