@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 FETCH_KEY, FETCH_VERSION = 1, 4
 PARTITION_MAX_BYTES = 16 << 20
+COUNT_WAIT_MS = 500
 
 
 @dataclass(frozen=True)
@@ -142,7 +143,12 @@ def _parse_fetch(answer: bytes) -> dict[int, PartitionFetch]:
 
 
 class BatchCounter:
-    """Counts the stored batches of partitions incrementally (each fetch reads new ones only)."""
+    """Counts the stored batches of partitions incrementally (each fetch reads new ones only).
+
+    Tansu answers with no batches when finding the offset takes longer than the fetch's max
+    wait, which grows with the batches a partition holds (`bench.tansu_batches`), so the
+    counter waits up to COUNT_WAIT_MS (a fetch of a partition with nothing new waits that long).
+    """
 
     def __init__(self, bootstrap: str) -> None:
         self.bootstrap = bootstrap
@@ -157,7 +163,7 @@ class BatchCounter:
                 todo = set(ids)
                 while todo:
                     offsets = {p: self.next_offset.get((topic, p), 0) for p in sorted(todo)}
-                    answer = client.fetch(topic, offsets)
+                    answer = client.fetch(topic, offsets, max_wait_ms=COUNT_WAIT_MS)
                     todo = {p for p in offsets if self._take(topic, p, answer.get(p))}
         return dict(self.batches)
 

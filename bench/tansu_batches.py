@@ -2,13 +2,16 @@
 
 One partition receives single-record batches (linger 0, a flush per message, as a paced
 producer with a short linger or a micro-batch sink writing one batch per trigger does) up to
---batches; every --every batches it times, on the loaded partition: the produce acks of the
-last block, a raw Fetch of the tail (`kafka_wire`, the batches stored are counted exactly, so
-"one batch per message" is checked, not assumed) and the time a tailing confluent-kafka
-consumer takes to receive a fresh record; and a tail fetch of a second partition of the same
-topic holding a single batch, to tell a per-partition cost from a broker-wide one. A
-measurement that takes longer than --give-up seconds ends the run: the partition has stopped
-serving.
+--batches; every --every batches it measures, on the loaded partition: the produce acks of
+the last block; a raw Fetch of the tail (`kafka_wire`: the stored batches are counted
+exactly, so "one batch per message" is checked, not assumed); how many tail fetches are
+answered with the batch at fetch max waits of 5 to 500 ms (Tansu answers empty, with no
+error, when finding the offset takes longer than the max wait; the jobs' consumers wait 5
+and 10 ms); how long a tailing confluent-kafka consumer (fetch.wait.max.ms 5, as the jobs'
+tail index) and a new consumer assigned at the last record take to receive a record; and a
+tail fetch of a second partition holding one batch, to tell a per-partition cost from a
+broker-wide one. The run ends at --batches, or when a measurement takes longer than
+--give-up seconds, or when even 500 ms fetches are no longer answered.
 
     .venv/bin/python -m bench.tansu_batches [--batches N] [--every K]
 """
@@ -25,6 +28,8 @@ from bench.kafka_wire import BatchCounter, WireClient
 
 TOPIC = "tansu_batches"
 LOADED, QUIET = 0, 1
+MAX_WAITS_MS = (5, 10, 50, 100, 500)  # 5 and 10: what the jobs' consumers use
+TRIES = 5
 PAYLOAD = b'{"userId":"u-1234","eventType":"view","ts":1764000000000,"value":1.0}'
 
 
@@ -48,6 +53,19 @@ def _timed_fetch(client: WireClient, partition: int, offset: int) -> float:
     started = time.perf_counter()
     client.fetch(TOPIC, {partition: offset})
     return (time.perf_counter() - started) * 1000
+
+
+def _served_by_max_wait(client: WireClient, offset: int) -> dict[str, str]:
+    """Per fetch max wait: how many of TRIES tail fetches returned the batch (Tansu answers
+    empty, without an error, when finding the offset takes longer than the max wait)."""
+    served = {}
+    for wait in MAX_WAITS_MS:
+        got = 0
+        for _ in range(TRIES):
+            found = client.fetch(TOPIC, {LOADED: offset}, max_wait_ms=wait).get(LOADED)
+            got += bool(found and found.batches)
+        served[str(wait)] = f"{got}/{TRIES}"
+    return served
 
 
 def _fresh_consumer_latency(bootstrap: str, offset: int, give_up_s: float) -> float:
@@ -113,7 +131,8 @@ def measure(bootstrap: str, total: int, every: int, give_up_s: float) -> dict[st
             print(row, flush=True)
             if row["consume_ms"] == float("inf") and tail_stalled_at is None:
                 tail_stalled_at = row["stored_batches"]
-            if max(row["tail_fetch_ms"], row["fresh_consumer_ms"], max(acks)) > give_up_s * 1000:
+            if (max(row["tail_fetch_ms"], row["fresh_consumer_ms"], max(acks)) > give_up_s * 1000
+                    or row["served_by_max_wait_ms"].get(str(MAX_WAITS_MS[-1])) == f"0/{TRIES}"):
                 break
     consumer.close()
     return {"points": rows, "stopped_at_batches": rows[-1]["stored_batches"] if rows else 0,
@@ -128,8 +147,9 @@ def _measure_point(client: WireClient, producer: Any, consumer: Any | None, coun
         tail = [_timed_fetch(client, LOADED, counter.next_offset[(TOPIC, LOADED)] - 1)
                 for _ in range(3)]
         quiet = [_timed_fetch(client, QUIET, 0) for _ in range(3)]
+        served = _served_by_max_wait(client, counter.next_offset[(TOPIC, LOADED)] - 1)
     except (TimeoutError, OSError):
-        stored, tail, quiet = -1, [float("inf")], [float("inf")]
+        stored, tail, quiet, served = -1, [float("inf")], [float("inf")], {}
     consume = (_consume_latency(producer, consumer, f"marker-{sent}".encode(), give_up_s)
                if consumer is not None else float("inf"))
     fresh = _fresh_consumer_latency(counter.bootstrap, counter.next_offset.get(
@@ -138,16 +158,21 @@ def _measure_point(client: WireClient, producer: Any, consumer: Any | None, coun
             "ack_ms": {k: round(v, 2) for k, v in percentiles(acks, (50, 99)).items()},
             "tail_fetch_ms": round(sorted(tail)[len(tail) // 2], 2),
             "quiet_partition_fetch_ms": round(sorted(quiet)[len(quiet) // 2], 2),
-            "consume_ms": round(consume, 1), "fresh_consumer_ms": round(fresh, 1)}
+            "consume_ms": round(consume, 1), "fresh_consumer_ms": round(fresh, 1),
+            "served_by_max_wait_ms": served}
 
 
 def summary(result: dict[str, Any]) -> list[str]:
-    lines = ["batches  ack p50/p99 ms  tail fetch ms  quiet fetch ms  tailing ms  fresh ms"]
+    waits = "  ".join(f"{w:>4d}" for w in MAX_WAITS_MS)
+    lines = ["batches  ack p50/p99 ms  tail fetch ms  quiet fetch ms  tailing ms  fresh ms  "
+             f"served at max wait {waits} ms"]
     for row in result["points"]:
         lines.append(f"{row['stored_batches']:7d}  {row['ack_ms']['p50']:6.1f} "
                      f"{row['ack_ms']['p99']:6.1f}  {row['tail_fetch_ms']:13.1f}  "
                      f"{row['quiet_partition_fetch_ms']:14.1f}  {row['consume_ms']:10.1f}  "
-                     f"{row['fresh_consumer_ms']:8.1f}")
+                     f"{row['fresh_consumer_ms']:8.1f}  " + " ".join(
+                         f"{row['served_by_max_wait_ms'].get(str(w), '-'):>4s}"
+                         for w in MAX_WAITS_MS))
     lines.append(f"stopped at {result['stopped_at_batches']} stored batches; the tailing "
                  f"consumer stalled at {result['tailing_consumer_stalled_at_batches']}")
     return lines
