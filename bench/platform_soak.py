@@ -44,6 +44,7 @@ from bench.soak_samples import extrapolate, kept_progressing, take_sample
 READY_TIMEOUT_S = 300.0
 STOP_TIMEOUT_S = 180.0
 PROGRESS_WINDOW_S = 600.0
+SENSITIVITY = (7_000, 9_000, 12_000, 20_000, 30_000)  # batch counts the point could be at
 BANNER = re.compile(r"Tideline is running\.")
 
 
@@ -174,6 +175,7 @@ def summary(result: dict[str, Any]) -> list[str]:
     lines.append(f"first degraded: {found.get('first_degraded')} after "
                  f"{found.get('hours_to_first_degraded')} h "
                  f"(at {found.get('degrade_at_batches')} batches)")
+    lines.append(f"hours if it degraded at: {result.get('hours_to_first_degraded_if_degraded_at')}")
     progress = result.get("progress") or {}
     lines.append(f"jobs kept advancing: {progress.get('all_advancing')} "
                  f"{progress.get('jobs')}")
@@ -187,8 +189,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--minutes", type=float, default=60.0, help="how long to run")
     parser.add_argument("--every", type=float, default=60.0, help="seconds between samples")
     parser.add_argument("--users", type=int, default=10_000, help="tideline platform --users")
-    parser.add_argument("--degrade-at", type=int, default=12_000,
-                        help="batches per partition where the broker degrades (tansu_batches)")
+    parser.add_argument("--degrade-at", type=int, default=9_000,
+                        help="batches per partition where the jobs' 10 ms fetches go unanswered "
+                             "(bench.tansu_batches)")
     parser.add_argument("--label", help="suffix of the result file name")
     parser.add_argument("--out", help="result file (default bench/results/platform_soak-DATE)")
     return parser.parse_args(argv)
@@ -203,6 +206,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                               "parameters": vars(args), **run}
     if len(run["samples"]) >= 3:
         result["extrapolation"] = extrapolate(run["samples"], args.degrade_at)
+        result["hours_to_first_degraded_if_degraded_at"] = {
+            n: extrapolate(run["samples"], n)["hours_to_first_degraded"] for n in SENSITIVITY}
         result["progress"] = kept_progressing(run["samples"], run["jobs"], PROGRESS_WINDOW_S)
     name = f"platform_soak-{args.label}" if args.label else "platform_soak"
     publish_result(name, args.out, result, summary)
