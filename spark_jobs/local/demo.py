@@ -32,7 +32,7 @@ DEMO_EXPERIMENTS = {
 }
 # Every job writes about one record batch per output partition per micro-batch, and the
 # embedded broker degrades with the batches a partition holds (streaming/traffic/sending.py):
-# a 10 s trigger keeps that to 360 an hour, over a day; windows are a minute here anyway.
+# a 10 s trigger keeps that to ~360-390 an hour, about a day; windows are a minute here anyway.
 DEMO_JOBS_SETTINGS = {"trigger": "10s"}
 SNAPSHOT_EVERY_S = 300
 REFRESH_S = 3.0
