@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint bench clean
+.PHONY: setup demo test lint bench soak clean
 
 setup: $(STAMP)
 
@@ -26,6 +26,11 @@ lint: setup
 
 bench: setup
 	$(PY) -m bench.pipeline_throughput
+
+# An hour of `tideline platform` on the embedded broker: record batches per partition, jobs'
+# progress, broker RSS/CPU, hours until the broker degrades (BENCHMARKS.md, platform soak).
+soak: setup
+	$(PY) -m bench.platform_soak
 
 clean:
 	rm -rf lake .pytest_cache

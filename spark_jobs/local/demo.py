@@ -30,21 +30,32 @@ DEMO_EXPERIMENTS = {
     "dedup_ttl": "20s",
     "cap_per_user_hour": 300,
 }
+# Every job writes about one record batch per output partition per micro-batch, and the
+# embedded broker degrades with the batches a partition holds (streaming/traffic/sending.py):
+# a 10 s trigger keeps that to ~360-390 an hour, about a day; windows are a minute here anyway.
+DEMO_JOBS_SETTINGS = {"trigger": "10s"}
 REFRESH_S = 3.0
 
 
 def demo_settings(settings: Settings) -> Settings:
-    """Compressed durations unless the user configured them; a small trigger interval."""
+    """Compressed durations and a 10 s trigger, each unless the user configured it."""
     tree = settings.raw
-    configured = {k for k, v in tree["experiments"].items() if str(v) != str(_default(k))}
-    experiments = {k: v for k, v in DEMO_EXPERIMENTS.items() if k not in configured}
-    return build_settings(deep_merge(tree, {"experiments": experiments}))
+    return build_settings(deep_merge(tree, {
+        "experiments": _unconfigured(tree, "experiments", DEMO_EXPERIMENTS),
+        "jobs": _unconfigured(tree, "jobs", DEMO_JOBS_SETTINGS),
+    }))
 
 
-def _default(key: str) -> Any:
+def _unconfigured(tree: dict[str, Any], section: str, wanted: dict[str, Any]) -> dict[str, Any]:
+    """The `wanted` values whose key the user left at its default."""
+    configured = {k for k, v in tree[section].items() if str(v) != str(_default(section, k))}
+    return {k: v for k, v in wanted.items() if k not in configured}
+
+
+def _default(section: str, key: str) -> Any:
     from spark_jobs.settings import DEFAULTS
 
-    return DEFAULTS["experiments"][key]
+    return DEFAULTS[section][key]
 
 
 def _uses_embedded_broker(settings: Settings) -> bool:
@@ -111,7 +122,7 @@ def _print_summary(queries: dict[str, Any], settings: Settings) -> None:
 def run_demo(settings: Settings, rate: float = 2000.0, seconds: float | None = None) -> int:
     from spark_jobs.experiments.admin.metadata import add_ramps, read_ramps
     from spark_jobs.experiments.admin.snapshot import publish_snapshot
-    from spark_jobs.experiments.traffic import TrafficSpec, start_live_traffic
+    from spark_jobs.experiments.traffic import TrafficSpec, live_disorder_ms, start_live_traffic
     from spark_jobs.local.broker import EmbeddedBroker
     from spark_jobs.streaming.progress import ProgressFileListener
     from spark_jobs.streaming.runner import start_job
@@ -126,7 +137,9 @@ def run_demo(settings: Settings, rate: float = 2000.0, seconds: float | None = N
             print(f"embedded broker on {broker.bootstrap}")
 
         start_ms = window_end(int(time.time() * 1000), settings.experiments.window_ms)
-        spec = TrafficSpec.from_settings(settings.experiments, start_ms=start_ms, n_users=1000)
+        spec = TrafficSpec.from_settings(
+            settings.experiments, start_ms=start_ms, n_users=1000,
+            disorder_ms=live_disorder_ms(settings.experiments.lateness_ms))
         if not read_ramps(settings.metadata.url):
             rows = [RampRow(**row) for row in spec.ramp_rows(cycles=200)]
             add_ramps(settings.metadata.url, rows)

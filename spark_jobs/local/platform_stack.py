@@ -87,13 +87,16 @@ def platform_settings(settings: Settings) -> Settings:
 
 
 def traffic_spec(settings: Settings, users: int, now_ms: int) -> Any:
-    """Endless traffic whose event time starts EVENT_TIME_LAG before now."""
+    """Endless traffic whose event time starts EVENT_TIME_LAG before now, with the disorder
+    that the live producer's batching leaves room for."""
     from spark_jobs.experiments.core.tumbling_windows import window_end
-    from spark_jobs.experiments.traffic import TrafficSpec
+    from spark_jobs.experiments.traffic import TrafficSpec, live_disorder_ms
 
     lag_ms = int(EVENT_TIME_LAG.total_seconds() * 1000)
     start_ms = window_end(now_ms - lag_ms, settings.experiments.window_ms)
-    return TrafficSpec.from_settings(settings.experiments, start_ms=start_ms, n_users=users)
+    return TrafficSpec.from_settings(
+        settings.experiments, start_ms=start_ms, n_users=users,
+        disorder_ms=live_disorder_ms(settings.experiments.lateness_ms))
 
 
 def realtime_rate(spec: Any) -> float:

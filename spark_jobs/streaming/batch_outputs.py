@@ -40,6 +40,12 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 log = logging.getLogger(__name__)
+BATCHED_LINGER_MS = 1_000
+
+
+def linger(linger_ms: int | None) -> dict[str, int]:
+    """Producer settings for a linger (none: the project default)."""
+    return {} if linger_ms is None else {"linger.ms": linger_ms}
 Collected = TypeVar("Collected")
 
 
@@ -58,9 +64,10 @@ def json_values(table: pa.Table, fields: Sequence[str]) -> list[bytes]:
 class BatchOutputs:
     """The outputs of one job; the producer lives as long as the job's process."""
 
-    def __init__(self, settings: Settings, job: str) -> None:
+    def __init__(self, settings: Settings, job: str, linger_ms: int | None = None) -> None:
         self.settings = settings
         self.job = job
+        self.linger_ms = linger_ms
         self._producer: Producer | None = None
         self._app_id: str | None = None
         self._compactor: threading.Thread | None = None
@@ -76,7 +83,7 @@ class BatchOutputs:
     @property
     def producer(self) -> Producer:
         if self._producer is None:
-            self._producer = make_producer(self.settings.kafka)
+            self._producer = make_producer(self.settings.kafka, **linger(self.linger_ms))
         return self._producer
 
     def table_uri(self, name: str) -> str:
@@ -152,10 +159,15 @@ class BatchSink(Generic[Collected]):
 
     marker: ClassVar[str]  # the table whose app transaction says a batch is done
     compact_in_background: ClassVar[bool] = False  # a latency-bound job must not wait for it
+    # A sink that flushes its topics once per batch lingers long: flush() sends at once anyway,
+    # and one record batch per partition per micro-batch is what keeps a broker that slows
+    # down with the batches a partition holds (Tansu) healthy for days. None: the default
+    # (a latency-bound sink sends each record as it is found).
+    producer_linger_ms: ClassVar[int | None] = BATCHED_LINGER_MS
 
     def __init__(self, settings: Settings, job: str) -> None:
         self.settings = settings
-        self.outputs = BatchOutputs(settings, job)
+        self.outputs = BatchOutputs(settings, job, self.producer_linger_ms)
         self.tables = catalog_job(job).tables
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:

@@ -19,7 +19,12 @@ from spark_jobs.experiments.traffic.generate import (
     generate,
     tally,
 )
-from spark_jobs.experiments.traffic.kafka import produce, run_for, start_live_traffic
+from spark_jobs.experiments.traffic.kafka import (
+    live_disorder_ms,
+    produce,
+    run_for,
+    start_live_traffic,
+)
 from spark_jobs.experiments.traffic.messages import GeneratedRecord
 from spark_jobs.experiments.traffic.ramps import ramp_rows, write_ramps_csv
 from spark_jobs.experiments.traffic.spec import (
@@ -55,6 +60,7 @@ __all__ = [
     "TrafficGenerator",
     "TrafficSpec",
     "generate",
+    "live_disorder_ms",
     "live_traffic_producer",
     "produce",
     "ramp_rows",

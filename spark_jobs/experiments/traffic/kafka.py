@@ -15,7 +15,12 @@ from spark_jobs.experiments.traffic.generate import GenerationReport, generate
 from spark_jobs.experiments.traffic.messages import GeneratedRecord
 from spark_jobs.experiments.traffic.spec import TrafficSpec
 from spark_jobs.settings import Settings
-from spark_jobs.streaming.traffic.sending import Outgoing, live_traffic_producer, send_paced
+from spark_jobs.streaming.traffic.sending import (
+    LIVE_TRAFFIC_LINGER_MS,
+    Outgoing,
+    live_traffic_producer,
+    send_paced,
+)
 
 
 def produce(
@@ -68,11 +73,19 @@ def run_for(
         timer.cancel()
 
 
+def live_disorder_ms(lateness_ms: int) -> int:
+    """Disorder for live traffic: at most half the lateness, and small enough that a record
+    held up to a linger longer than newer ones in another partition is still not late
+    (disorder + linger <= (lateness + linger) / 2 < lateness while linger < lateness)."""
+    return max(0, min(lateness_ms // 2, (lateness_ms - LIVE_TRAFFIC_LINGER_MS) // 2))
+
+
 def start_live_traffic(
     spec: TrafficSpec, settings: Settings, rate: float, stop_event: threading.Event
 ) -> threading.Thread:
     """Endless paced traffic (the demo, the platform) in a daemon thread named `generator`,
-    until stop_event is set; its producer batches up to a second (live_traffic_producer)."""
+    until stop_event is set; its producer batches up to LIVE_TRAFFIC_LINGER_MS
+    (live_traffic_producer), so build the spec with `live_disorder_ms`."""
     thread = threading.Thread(
         target=produce, name="generator", daemon=True,
         kwargs={"spec": spec, "settings": settings, "rate": rate, "progress": False,

@@ -79,6 +79,7 @@ class FraudAlertsSink(BatchSink[pa.Table]):
 
     marker = TABLE_FRAUD_ALERTS
     compact_in_background = True
+    producer_linger_ms = None  # an alert leaves the moment it is found
 
     def __init__(self, settings: Settings) -> None:
         super().__init__(settings, NAME)

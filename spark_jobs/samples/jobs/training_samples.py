@@ -48,7 +48,7 @@ from spark_jobs.samples.processors.join_processor import (
     output_schema,
 )
 from spark_jobs.settings import ConfigError, Settings
-from spark_jobs.streaming.batch_outputs import BatchSink, rows_of_kind
+from spark_jobs.streaming.batch_outputs import BatchSink, linger, rows_of_kind
 from spark_jobs.streaming.event_time import with_event_time
 from spark_jobs.streaming.kafka.producer import make_producer
 from spark_jobs.streaming.kafka.replay_fence import ReplayFence
@@ -153,7 +153,8 @@ class TrainingSamplesSink(BatchSink[SampleBatch]):
     def producer(self) -> Producer:
         if self._producer is None:
             self._producer = make_producer(
-                self.settings.kafka, **{"compression.type": self.settings.samples.compression})
+                self.settings.kafka, **{"compression.type": self.settings.samples.compression},
+                **linger(self.producer_linger_ms))
         return self._producer
 
     def collect(self, batch: DataFrame) -> SampleBatch:

@@ -24,13 +24,16 @@ FLUSH_TIMEOUT_S = 120.0
 _UNPACED_POLL_EVERY = 1024  # as fast as possible: serve delivery reports now and then
 _AHEAD_S = 0.002  # sleep only when at least this much ahead of the schedule (smooth)
 
-# Endless paced traffic (the demo, the platform) goes out in batches of up to a second: the
-# embedded broker (Tansu's in-memory storage) gets slower with every record batch a partition
-# holds and stops serving the partition after ~20-30k batches (README, Platform findings).
-# With the default 5 ms linger a partition receiving 50 messages/s gets a batch per message
-# and stalls within minutes; with 1 s it gets ~1 batch/s, i.e. hours. The demo's event time
-# runs minutes behind the clock, so a second of batching changes nothing it shows.
-LIVE_TRAFFIC_LINGER_MS = 1_000
+# Endless paced traffic (the demo, the platform) goes out in batches of up to 10 s: the
+# embedded broker (Tansu's in-memory storage) needs longer to find an offset the more record
+# batches a partition holds, and answers a fetch with nothing once that takes longer than the
+# fetch's max wait (5-10 ms in the jobs' consumers: from ~9k batches; README, Platform
+# findings; bench/tansu_batches.py). With the default 5 ms linger a partition receiving 50
+# messages/s gets a batch per message and stalls within minutes; with 10 s it gets 360
+# batches an hour, over a day (bench/platform_soak.py). Partitions flush up to a linger apart,
+# so the live traffic's disorder leaves the linger room within the lateness
+# (`experiments.traffic.live_disorder_ms`).
+LIVE_TRAFFIC_LINGER_MS = 10_000
 
 
 class Outgoing(NamedTuple):
@@ -69,7 +72,7 @@ class ProductionReport:
 
 
 def live_traffic_producer(settings: Settings) -> Any:
-    """The producer for endless paced traffic: the project's, batching up to a second."""
+    """The producer for endless paced traffic: the project's, batching up to 10 s."""
     from spark_jobs.streaming.kafka.producer import make_producer
 
     return make_producer(settings.kafka, **{"linger.ms": LIVE_TRAFFIC_LINGER_MS})
