@@ -26,3 +26,8 @@ def hour_of(ts: int) -> int:
 def is_late(ts: int, watermark_ms: int) -> bool:
     """A record behind the watermark when it reaches a stateful step is late (not counted)."""
     return ts < watermark_ms
+
+
+def late_detail(ts: int, watermark_ms: int) -> str:
+    """The dead-letter detail of a late record: how far behind the watermark it was."""
+    return f"event time {ts} is {watermark_ms - ts} ms behind the watermark {watermark_ms}"

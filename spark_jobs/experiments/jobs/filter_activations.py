@@ -3,7 +3,8 @@
 The seed's broadcast-state job: the snapshot CSV (published every 5 minutes) is re-read at
 most every `jobs.snapshot_refresh` and broadcast-joined with each micro-batch in the JVM.
 Kept activations get `group_ramp_time` (their period's start) and `is_control`, go to the
-`filtered_experiment_activations` topic and to `raw_activations`.
+`filtered_experiment_activations` topic and to `raw_activations`; the others are dead letters
+(malformed, future) or counted as outside_period (activation_batch.py).
 """
 
 from __future__ import annotations
@@ -22,11 +23,11 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from spark_jobs.contracts.reasons import MALFORMED
 from spark_jobs.contracts.tables import RAW_ACTIVATIONS, TABLE_RAW_ACTIVATIONS
 from spark_jobs.contracts.topics import TOPIC_ACTIVATIONS, TOPIC_FILTERED_ACTIVATIONS
 from spark_jobs.experiments.admin.snapshot import SnapshotWatcher, read_snapshot
 from spark_jobs.experiments.admin.snapshot_alerts import StaleSnapshotAlarm
+from spark_jobs.experiments.jobs.activation_batch import filter_batch, future_details
 from spark_jobs.experiments.jobs.filter_sink import FilterSink
 from spark_jobs.settings import Settings
 from spark_jobs.streaming.kafka.source import read_topic
@@ -98,28 +99,12 @@ class FilteredActivationsSink(FilterSink):
         self.period_ms = settings.experiments.period_ms
 
     def collect(self, batch: DataFrame) -> pa.Table:
-        """The batch joined with the newest snapshot: kept activations ("ok") and the
-        undecodable ones ("dead"); the others are outside every period."""
+        """The batch joined with the newest snapshot: kept activations ("ok"), undecodable
+        and future ones ("dead"), and a count of those outside every period (see
+        activation_batch)."""
         snapshot = F.broadcast(self.snapshot.current())
-        in_period = (
-            (F.col("experiment_hash") == F.col("s_experiment_hash"))
-            & (F.col("experiment_group") == F.col("s_experiment_group"))
-            & (F.col("ts") >= F.col("s_start"))
-            & (F.col("ts") < F.col("s_start") + F.lit(self.period_ms))
-        )
-        joined = batch.join(snapshot, in_period, "left").where(
-            F.col("error").isNotNull() | F.col("s_start").isNotNull()
-        )
-        return joined.select(
-            F.when(F.col("error").isNull(), F.lit("ok")).otherwise(F.lit("dead")).alias("kind"),
-            "user_id", "experiment_hash", "experiment_group", "ts",
-            F.col("s_start").alias("group_ramp_time"), F.col("s_is_control").alias("is_control"),
-            F.col("kafka_topic").alias("topic"), F.col("kafka_partition").alias("partition"),
-            F.col("kafka_offset").alias("offset"), "kafka_timestamp",
-            F.col("kafka_key").alias("key"), "raw_value",
-            F.when(F.col("error").isNotNull(), F.lit(MALFORMED)).alias("reason"),
-            F.col("error").alias("detail"),
-        ).toArrow()
+        plan = filter_batch(batch, snapshot, self.period_ms, self.settings.jobs.max_clock_skew_ms)
+        return future_details(plan.toArrow())
 
 
 def sink(spark: SparkSession, settings: Settings) -> FilteredActivationsSink:

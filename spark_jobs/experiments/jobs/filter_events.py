@@ -3,7 +3,8 @@
 Reads like the seed's "Filter Events Job": keep the business-critical event types, strip
 the fields nobody downstream needs, cap spammers per user and event-time hour, publish to
 the lightweight `filtered_events` topic and record what was accepted in `raw_events` for the
-daily batch recomputation. Undecodable and late records go to `dead_letters`.
+daily batch recomputation. Undecodable, late and future records go to `dead_letters`;
+non-critical and capped events are counted by reason in the progress report.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from spark_jobs.experiments.jobs.filter_sink import FilterSink
 from spark_jobs.experiments.processors.cap_processor import CAPPED_EVENT_SCHEMA, HourlyCapProcessor
 from spark_jobs.settings import Settings
 from spark_jobs.streaming.drops import OBSERVED
-from spark_jobs.streaming.event_time import with_event_time
+from spark_jobs.streaming.event_time import future_by_ms, with_event_time
 from spark_jobs.streaming.kafka.source import read_topic
 
 NAME = "filter_events"
@@ -35,7 +36,9 @@ def build(spark: SparkSession, settings: Settings) -> DataFrame:
         max_message_bytes=settings.jobs.max_message_bytes,
     )
     is_critical = F.col("event_type").isin(*experiments.critical_event_types)
-    non_critical = F.col("error").isNull() & ~is_critical
+    # a record from the future is a `future` dead letter whatever its type (CONTRACTS 9)
+    ahead = future_by_ms(F.col("ts"), F.col("kafka_timestamp"), settings.jobs.max_clock_skew_ms)
+    non_critical = F.col("error").isNull() & ~is_critical & ahead.isNull()
     counted = events.observe(  # the filter's drops reach the progress report (drops.py)
         OBSERVED, F.coalesce(F.sum(F.when(non_critical, 1)), F.lit(0)).alias(NON_CRITICAL_TYPE))
     critical = counted.where(~non_critical)

@@ -1,8 +1,11 @@
 """Spark adapter of the per-user metrics state (experiment_metrics): keyed by user_id.
 
 Input rows are the union of filtered events and filtered activations (`source` tells which);
-output rows are either per-window deltas (`kind` = "delta", one column per counted metric,
-named as in experiment_metrics) or dead letters (`kind` = "dead").
+output rows are per-window deltas (`kind` = "delta", one column per counted metric, named as
+in experiment_metrics), dead letters (`kind` = "dead") or the count of de-duplicated events
+(`kind` = "dropped", reason `duplicate`). Each record goes through `per_record.each_record`:
+one that raises becomes an `error` dead letter, and the user's state changes only once a
+record passed its checks (core/user_metrics.py).
 """
 
 from __future__ import annotations
@@ -19,8 +22,11 @@ from pyspark.sql.types import (
     StructField,
 )
 
+from spark_jobs.contracts.reasons import DUPLICATE, LATE, MALFORMED
 from spark_jobs.experiments.core.metrics import COUNT_COLUMNS
+from spark_jobs.experiments.core.tumbling_windows import late_detail
 from spark_jobs.experiments.core.user_metrics import Delta, MetricParams, Outcome, UserMetricsState
+from spark_jobs.experiments.processors.per_record import each_record
 from spark_jobs.streaming.blob_state import BlobStateProcessor
 from spark_jobs.streaming.processor import output_schema
 
@@ -61,20 +67,41 @@ class UserMetricsProcessor(BlobStateProcessor):
     def on_rows(self, key: Any, rows: Iterator[Row], watermark_ms: int) -> Iterator[Row]:
         payload, timer = self.state.load()
         user = UserMetricsState.from_bytes(self.params, payload)
-        for row in rows:
-            if row.error is not None:
-                yield self.undecodable(row)
-                continue
-            if row.source == SOURCE_EVENT:
-                outcome = user.add_event(row.event_type, row.ts, watermark_ms)
-            else:
-                outcome = user.add_activation(
-                    row.experiment_hash, row.experiment_group, row.group_ramp_time,
-                    row.is_control, row.ts, watermark_ms,
-                )
-            if outcome in (Outcome.LATE, Outcome.OUTSIDE_PERIOD):
-                yield self.dead(row, outcome.value, _decoded_json(row))
+        yield from self.user_rows(user, rows, watermark_ms)
         yield from self._advance(user, timer, watermark_ms)
+
+    def user_rows(self, user: UserMetricsState, rows: Iterator[Row], watermark_ms: int
+                  ) -> Iterator[Row]:
+        """The output of one user's rows of a batch (before windows advance)."""
+        return each_record(self, rows, lambda row: self.one_record(user, row, watermark_ms))
+
+    def one_record(self, user: UserMetricsState, row: Row, watermark_ms: int
+                   ) -> tuple[Row, ...]:
+        """One record into the user's state: nothing to emit, a duplicate's count, or a dead
+        letter (undecodable, late, or an activation outside the period it names)."""
+        if row.error is not None:
+            return (self.undecodable(row),)
+        if row.source == SOURCE_EVENT:
+            outcome = user.add_event(row.event_type, row.ts, watermark_ms)
+        else:
+            outcome = user.add_activation(
+                row.experiment_hash, row.experiment_group, row.group_ramp_time,
+                row.is_control, row.ts, watermark_ms,
+            )
+        if outcome is Outcome.DUPLICATE:
+            return (self.dropped(DUPLICATE, 1),)
+        if outcome is Outcome.LATE:
+            return (self.dead(row, LATE, _decoded_json(row), late_detail(row.ts, watermark_ms)),)
+        if outcome is Outcome.OUTSIDE_PERIOD:
+            return (self.dead(row, MALFORMED, _decoded_json(row), self._outside_detail(row)),)
+        return ()
+
+    def _outside_detail(self, row: Row) -> str:
+        """A filtered activation must lie in the period its group_ramp_time starts; one that
+        does not was not written by filter_activations."""
+        end = row.group_ramp_time + self.params.period_ms
+        return (f"activation ts {row.ts} is outside the period [{row.group_ramp_time}, {end}) "
+                f"that its group_ramp_time starts")
 
     def on_timer(self, key: Any, watermark_ms: int) -> Iterator[Row]:
         payload, timer = self.state.load()
