@@ -34,6 +34,10 @@ DEMO_EXPERIMENTS = {
 # embedded broker degrades with the batches a partition holds (streaming/traffic/sending.py):
 # a 10 s trigger keeps that to ~360-390 an hour, about a day; windows are a minute here anyway.
 DEMO_JOBS_SETTINGS = {"trigger": "10s"}
+# `tideline demo` compresses time (its event time runs ~100x the wall clock at the default
+# rate), so the clock-skew guard (CONTRACTS section 9) would take its records for a device
+# clock years ahead: it allows ten years of skew. `tideline platform` sends in real time.
+ACCELERATED_JOBS_SETTINGS = {"max_clock_skew": "3650d"}
 REFRESH_S = 3.0
 
 
@@ -44,6 +48,14 @@ def demo_settings(settings: Settings) -> Settings:
         "experiments": _unconfigured(tree, "experiments", DEMO_EXPERIMENTS),
         "jobs": _unconfigured(tree, "jobs", DEMO_JOBS_SETTINGS),
     }))
+
+
+def accelerated_settings(settings: Settings) -> Settings:
+    """demo_settings, and a clock skew that time compressed at the demo's rate needs."""
+    compressed = demo_settings(settings)
+    tree = compressed.raw
+    return build_settings(deep_merge(tree, {
+        "jobs": _unconfigured(tree, "jobs", ACCELERATED_JOBS_SETTINGS)}))
 
 
 def _unconfigured(tree: dict[str, Any], section: str, wanted: dict[str, Any]) -> dict[str, Any]:
@@ -128,7 +140,7 @@ def run_demo(settings: Settings, rate: float = 2000.0, seconds: float | None = N
     from spark_jobs.streaming.runner import start_job
     from spark_jobs.streaming.spark_session import build_session
 
-    settings = demo_settings(settings)
+    settings = accelerated_settings(settings)
     stop = threading.Event()
     with ExitStack() as stack:
         if _uses_embedded_broker(settings):

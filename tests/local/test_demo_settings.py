@@ -30,3 +30,15 @@ def test_live_disorder_plus_a_linger_stays_below_the_lateness():
     assert live_disorder_ms(20_000) == 5_000
     assert live_disorder_ms(600_000) == 295_000
     assert live_disorder_ms(LIVE_TRAFFIC_LINGER_MS) == 0  # no room: in order
+
+
+def test_only_the_accelerated_demo_allows_a_large_clock_skew():
+    """`tideline demo` runs event time ahead of the clock; the platform sends in real time and
+    keeps the contract's guard (CONTRACTS section 9)."""
+    from spark_jobs.local.demo import accelerated_settings
+
+    plain = load_settings(environ={})
+    assert demo_settings(plain).jobs.max_clock_skew_ms == 3_600_000
+    assert accelerated_settings(plain).jobs.max_clock_skew_ms == 3650 * 86_400_000
+    configured = load_settings(environ={}, overrides={"jobs": {"max_clock_skew": "2h"}})
+    assert accelerated_settings(configured).jobs.max_clock_skew_ms == 7_200_000
