@@ -9,11 +9,17 @@ watermark (`samples.lateness` behind the newest ts of either topic) passes view 
 spark_jobs/samples/encoding/schemas, Kafka compression `samples.compression`), dead-letters what
 could not be used, appends orphan engagements, and inserts the samples into the Delta table
 by sample_id: a replayed or re-delivered sample is never written twice.
+
+Hostile input (CONTRACTS section 9): the processor dead-letters malformed, late and future
+records and isolates a record that raises; duplicate views reach the drop counts
+(`duplicate_view`); a sample is bounded (core/records.py) and a sample the broker still
+refuses becomes an `error` dead letter instead of failing the query (sample_topic.py).
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 from confluent_kafka import Producer
@@ -21,6 +27,7 @@ from deltalake import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from spark_jobs.contracts.reasons import DUPLICATE_VIEW, ERROR
 from spark_jobs.contracts.tables import (
     ORPHAN_ENGAGEMENTS,
     TABLE_ORPHAN_ENGAGEMENTS,
@@ -31,8 +38,8 @@ from spark_jobs.contracts.tables import (
 from spark_jobs.contracts.topics import TOPIC_ENGAGEMENTS, TOPIC_TRAINING_SAMPLES, TOPIC_VIEWS
 from spark_jobs.samples.core.joiner import JoinParameters
 from spark_jobs.samples.encoding.sample_avro import SampleEncoder
+from spark_jobs.samples.jobs.sample_topic import publish_samples
 from spark_jobs.samples.processors.join_processor import (
-    KIND_DUPLICATES,
     KIND_ORPHAN,
     KIND_SAMPLE,
     SampleJoinProcessor,
@@ -40,16 +47,20 @@ from spark_jobs.samples.processors.join_processor import (
 )
 from spark_jobs.settings import ConfigError, Settings
 from spark_jobs.streaming.batch_outputs import BatchSink, rows_of_kind
+from spark_jobs.streaming.drops import note_batch
 from spark_jobs.streaming.event_time import with_event_time
-from spark_jobs.streaming.kafka.producer import make_producer, produce_all
+from spark_jobs.streaming.kafka.producer import make_producer
 from spark_jobs.streaming.kafka.source import read_topic
-from spark_jobs.streaming.lake.dead_letters import KIND_DEAD
+from spark_jobs.streaming.lake.dead_letters import DROPPED_COLUMN, KIND_DEAD, KIND_DROPPED
 from spark_jobs.streaming.lake.delta import insert_new_once, table_exists
 
 NAME = "training_samples"
 SAMPLE_FIELDS = TRAINING_SAMPLES.column_names
 ORPHAN_SCHEMA = ORPHAN_ENGAGEMENTS.arrow_schema()
 METRICS = "training_samples"  # name of the observed metrics in the query progress
+ORIGIN_FIELDS = ("topic", "partition", "offset", "kafka_timestamp", "key")
+
+
 def join_parameters(settings: Settings) -> JoinParameters:
     return JoinParameters(settings.samples.window_ms, settings.samples.signals)
 
@@ -75,24 +86,29 @@ def build(spark: SparkSession, settings: Settings) -> DataFrame:
     timed = with_event_time(keyed, ts, samples.lateness_ms,
                             max_clock_skew_ms=settings.jobs.max_clock_skew_ms)
     joined = timed.groupBy("user_id").transformWithState(
-        SampleJoinProcessor(join_parameters(settings)),
+        SampleJoinProcessor(join_parameters(settings), settings.jobs.max_message_bytes),
         output_schema(samples.signals),
         "append",
         "EventTime",
     )
+    duplicate = (F.col("kind") == KIND_DROPPED) & (F.col("reason") == DUPLICATE_VIEW)
     return joined.observe(
         METRICS,
         _counted(KIND_SAMPLE), _counted(KIND_ORPHAN), _counted(KIND_DEAD),
-        F.coalesce(F.sum(F.when(F.col("kind") == KIND_DUPLICATES, F.col("count"))), F.lit(0))
+        F.coalesce(F.sum(F.when(duplicate, F.col(DROPPED_COLUMN))), F.lit(0))
         .alias("duplicate_views"),
     )
 
 
-class SampleBatch(NamedTuple):
-    """A batch's outputs, and its samples in publishing order (by user, then ts)."""
+@dataclass
+class SampleBatch:
+    """A batch's outputs, its samples in publishing order (by user, then ts), where each
+    sample's view came from (same order), and the dead rows of samples the broker refused."""
 
     table: pa.Table
     samples: pa.Table
+    origins: pa.Table
+    refused: list[dict[str, Any]] = field(default_factory=list)
 
 
 class TrainingSamplesSink(BatchSink[SampleBatch]):
@@ -135,22 +151,42 @@ class TrainingSamplesSink(BatchSink[SampleBatch]):
 
     def collect(self, batch: DataFrame) -> SampleBatch:
         table = super().collect(batch)
-        samples = rows_of_kind(table, KIND_SAMPLE).select(list(SAMPLE_FIELDS))
-        return SampleBatch(table, samples.sort_by([("user_id", "ascending"), ("ts", "ascending"),
-                                                   ("sample_id", "ascending")]))
+        ordered = rows_of_kind(table, KIND_SAMPLE).sort_by(
+            [("user_id", "ascending"), ("ts", "ascending"), ("sample_id", "ascending")])
+        return SampleBatch(table, ordered.select(list(SAMPLE_FIELDS)),
+                           ordered.select(list(ORIGIN_FIELDS)))
+
+    def output_table(self, collected: SampleBatch) -> pa.Table:
+        return collected.table
 
     def publish(self, collected: SampleBatch) -> None:
-        """Avro samples keyed by user_id: one consumer sees all of a user's samples in order."""
+        """Avro samples keyed by user_id: one consumer sees all of a user's samples in order.
+        A sample the broker refuses for good is dead-lettered (`error`) at its view."""
         samples = collected.samples
         if samples.num_rows == 0:
             return
         encode = self.encoder.encode
         values = [encode(sample) for sample in samples.to_pylist()]
         keys = [str(user) for user in samples["user_id"].to_pylist()]
-        produce_all(self.producer, TOPIC_TRAINING_SAMPLES, keys, values)
+        refused = publish_samples(self.producer, TOPIC_TRAINING_SAMPLES, keys, values)
+        origins = collected.origins.to_pylist() if refused else []
+        collected.refused = [
+            {**origins[index], "raw_value": None, "reason": ERROR,
+             "detail": f"sample not published to {TOPIC_TRAINING_SAMPLES}: {error}"}
+            for index, error in refused]
 
     def dead_rows(self, collected: SampleBatch) -> pa.Table:
-        return super().dead_rows(collected.table)
+        dead = super().dead_rows(collected.table)
+        if not collected.refused:
+            return dead
+        refused = pa.Table.from_pylist(collected.refused, schema=dead.select(
+            list(collected.refused[0])).schema)
+        return pa.concat_tables([dead.select(refused.column_names), refused])
+
+    def deliver(self, collected: SampleBatch, batch_id: int) -> None:
+        super().deliver(collected, batch_id)
+        if collected.refused:  # counted after publishing, when they are known
+            note_batch(NAME, batch_id, self.drop_counts(collected))
 
     def commit(self, collected: SampleBatch, batch_id: int) -> None:
         table = collected.table
