@@ -51,7 +51,12 @@ from spark_jobs.streaming.drops import note_batch
 from spark_jobs.streaming.event_time import with_event_time
 from spark_jobs.streaming.kafka.producer import make_producer
 from spark_jobs.streaming.kafka.source import read_topic
-from spark_jobs.streaming.lake.dead_letters import DROPPED_COLUMN, KIND_DEAD, KIND_DROPPED
+from spark_jobs.streaming.lake.dead_letters import (
+    DEAD_LETTER_COLUMNS,
+    DROPPED_COLUMN,
+    KIND_DEAD,
+    KIND_DROPPED,
+)
 from spark_jobs.streaming.lake.delta import insert_new_once, table_exists
 
 NAME = "training_samples"
@@ -150,7 +155,10 @@ class TrainingSamplesSink(BatchSink[SampleBatch]):
         return self._producer
 
     def collect(self, batch: DataFrame) -> SampleBatch:
-        table = super().collect(batch)
+        return self.batch_of(super().collect(batch))
+
+    def batch_of(self, table: pa.Table) -> SampleBatch:
+        """The processor's rows of a batch as the sink uses them."""
         ordered = rows_of_kind(table, KIND_SAMPLE).sort_by(
             [("user_id", "ascending"), ("ts", "ascending"), ("sample_id", "ascending")])
         return SampleBatch(table, ordered.select(list(SAMPLE_FIELDS)),
@@ -171,17 +179,19 @@ class TrainingSamplesSink(BatchSink[SampleBatch]):
         refused = publish_samples(self.producer, TOPIC_TRAINING_SAMPLES, keys, values)
         origins = collected.origins.to_pylist() if refused else []
         collected.refused = [
-            {**origins[index], "raw_value": None, "reason": ERROR,
-             "detail": f"sample not published to {TOPIC_TRAINING_SAMPLES}: {error}"}
+            _refused(origins[index], keys[index], values[index], error)
             for index, error in refused]
 
     def dead_rows(self, collected: SampleBatch) -> pa.Table:
+        """The processor's dead letters, and the samples the broker refused (their message
+        as the raw bytes, so `raw_value` is binary then)."""
         dead = super().dead_rows(collected.table)
         if not collected.refused:
             return dead
-        refused = pa.Table.from_pylist(collected.refused, schema=dead.select(
-            list(collected.refused[0])).schema)
-        return pa.concat_tables([dead.select(refused.column_names), refused])
+        dead = dead.select(list(DEAD_LETTER_COLUMNS))
+        dead = dead.set_column(dead.schema.get_field_index("raw_value"), "raw_value",
+                               dead["raw_value"].cast(pa.binary()))
+        return pa.concat_tables([dead, pa.Table.from_pylist(collected.refused, dead.schema)])
 
     def deliver(self, collected: SampleBatch, batch_id: int) -> None:
         super().deliver(collected, batch_id)
@@ -204,6 +214,14 @@ class TrainingSamplesSink(BatchSink[SampleBatch]):
             self._producer.flush(30)
             self._producer = None
         super().close()
+
+
+def _refused(origin: dict[str, Any], key: str, value: bytes, error: str) -> dict[str, Any]:
+    """The dead letter of a sample the broker refused: the message it was, and its view."""
+    view = f"{origin['topic']}/{origin['partition']}/{origin['offset']}"
+    return {"topic": TOPIC_TRAINING_SAMPLES, "partition": None, "offset": None,
+            "kafka_timestamp": None, "key": key, "raw_value": value, "reason": ERROR,
+            "detail": f"the sample of the view at {view} was not published: {error}"}
 
 
 def sink(spark: SparkSession, settings: Settings) -> TrainingSamplesSink:
