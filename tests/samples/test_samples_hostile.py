@@ -177,7 +177,7 @@ def _checked_sample(view: View) -> None:
     json.loads(view.context)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.one_of(messages(VIEW, VIEW_FIELDS), st.binary(max_size=SMALL + 100)))
 def test_fuzzed_views_are_a_view_or_a_dead_letter_with_a_reason(value):
     record = parse("views", value)
@@ -188,7 +188,7 @@ def test_fuzzed_views_are_a_view_or_a_dead_letter_with_a_reason(value):
         _checked_sample(record)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(messages(ENGAGEMENT, ENGAGEMENT_FIELDS))
 def test_fuzzed_engagements_are_an_engagement_or_a_dead_letter_with_a_reason(value):
     record = parse("engagements", value)
@@ -231,7 +231,7 @@ def traffic(draw: st.DrawFn) -> list[list[tuple[str, bytes | None]]]:
     return batches
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(traffic())
 def test_fuzzed_traffic_through_the_join_loses_no_view_and_raises_nothing(batches):
     """Per batch: parse, add (isolated), advance; then close everything. Every view message
