@@ -25,6 +25,13 @@ VIEW_OBJ = {"view_id": "v1", "user_id": 42, "post_id": 7, "ts": TS}
 ENGAGEMENT_OBJ = {"user_id": 42, "post_id": 7, "view_id": "v1", "signal": "like", "ts": TS}
 
 
+def rejected(record) -> tuple:
+    """A Rejected without its detail (checked where the field matters)."""
+    assert isinstance(record, Rejected), record
+    assert record.detail, "every rejection says why"
+    return (record.reason, record.raw, record.source)
+
+
 def text(obj: dict, **changes) -> str:
     """obj with changes applied; a change to ... removes the field."""
     merged = {**obj, **changes}
@@ -64,7 +71,9 @@ def test_view_context_keeps_nested_values_compactly():
 )
 def test_invalid_view_field_is_malformed(field, value):
     raw = text(VIEW_OBJ, **{field: value})
-    assert parse_view(raw, VIEWS) == Rejected(MALFORMED, raw, VIEWS)
+    result = parse_view(raw, VIEWS)
+    assert rejected(result) == (MALFORMED, raw, VIEWS)
+    assert repr(field) in result.detail, "the detail names the field"
 
 
 def test_view_ts_zero_is_valid():
@@ -77,32 +86,33 @@ def test_view_ts_zero_is_valid():
     "raw", ["", "not json", "[1,2]", "42", "null", '"v1"', '{"view_id":"v1"', "{'a':1}"]
 )
 def test_non_object_text_is_malformed(raw):
-    assert parse_view(raw, VIEWS) == Rejected(MALFORMED, raw, VIEWS)
-    assert parse_engagement(raw, ENGAGEMENTS, SIGNALS) == Rejected(MALFORMED, raw, ENGAGEMENTS)
+    assert rejected(parse_view(raw, VIEWS)) == (MALFORMED, raw, VIEWS)
+    assert rejected(parse_engagement(raw, ENGAGEMENTS, SIGNALS)) == (MALFORMED, raw, ENGAGEMENTS)
 
 
 def test_nan_is_not_json():
     raw = text(VIEW_OBJ)[:-1] + ',"score":NaN}'
-    assert parse_view(raw, VIEWS) == Rejected(MALFORMED, raw, VIEWS)
+    assert rejected(parse_view(raw, VIEWS)) == (MALFORMED, raw, VIEWS)
 
 
 def test_lone_surrogate_in_context_is_malformed():
     raw = text(VIEW_OBJ)[:-1] + ',"x":"\\ud800"}'
-    assert parse_view(raw, VIEWS) == Rejected(MALFORMED, raw, VIEWS)
+    assert rejected(parse_view(raw, VIEWS)) == (MALFORMED, raw, VIEWS)
 
 
 def test_null_value_is_malformed_without_text():
-    assert parse_view(None, VIEWS) == Rejected(MALFORMED, None, VIEWS)
-    assert parse_engagement(None, ENGAGEMENTS, SIGNALS) == Rejected(MALFORMED, None, ENGAGEMENTS)
+    assert rejected(parse_view(None, VIEWS)) == (MALFORMED, None, VIEWS)
+    assert rejected(parse_engagement(None, ENGAGEMENTS, SIGNALS)) == (MALFORMED, None,
+                                                                      ENGAGEMENTS)
 
 
 def test_non_utf8_bytes_are_malformed_with_replaced_text():
     raw = b'{"view_id":"v\xff","user_id":42,"post_id":7,"ts":5}'
     expected = '{"view_id":"v\ufffd","user_id":42,"post_id":7,"ts":5}'
-    assert parse_view(raw, VIEWS) == Rejected(MALFORMED, expected, VIEWS)
+    assert rejected(parse_view(raw, VIEWS)) == (MALFORMED, expected, VIEWS)
     eng = b'{"user_id":42,"post_id":7,"signal":"like\xc3","ts":5}'
-    rejected = parse_engagement(eng, ENGAGEMENTS, SIGNALS)
-    assert rejected == Rejected(MALFORMED, eng.decode("utf-8", "replace"), ENGAGEMENTS)
+    result = parse_engagement(eng, ENGAGEMENTS, SIGNALS)
+    assert rejected(result) == (MALFORMED, eng.decode("utf-8", "replace"), ENGAGEMENTS)
 
 
 def test_bytes_like_values_are_accepted():
@@ -139,13 +149,15 @@ def test_engagement_view_id_may_be_null_or_absent(view_id):
 )
 def test_invalid_engagement_field_is_malformed(field, value):
     raw = text(ENGAGEMENT_OBJ, **{field: value})
-    assert parse_engagement(raw, ENGAGEMENTS, SIGNALS) == Rejected(MALFORMED, raw, ENGAGEMENTS)
+    result = parse_engagement(raw, ENGAGEMENTS, SIGNALS)
+    assert rejected(result) == (MALFORMED, raw, ENGAGEMENTS)
+    assert repr(field) in result.detail, "the detail names the field"
 
 
 @pytest.mark.parametrize("signal", ["dislike", "", "Like"])
 def test_unconfigured_signal_is_unknown_signal(signal):
     raw = text(ENGAGEMENT_OBJ, signal=signal)
-    assert parse_engagement(raw, ENGAGEMENTS, SIGNALS) == Rejected(
+    assert rejected(parse_engagement(raw, ENGAGEMENTS, SIGNALS)) == (
         UNKNOWN_SIGNAL, raw, ENGAGEMENTS
     )
 
@@ -171,7 +183,8 @@ def test_numbers_json_cannot_hold_and_repeated_keys_are_malformed():
     source = Source("views", 0, 0, 0, None)
     huge = '{"view_id": "v", "user_id": 1, "post_id": 2, "ts": 3, "score": 1e400}'
     twice = '{"view_id": "v", "user_id": 1, "user_id": 2, "post_id": 2, "ts": 3}'
-    assert parse_view(huge, source) == Rejected("malformed", huge, source)
-    assert parse_view(twice, source) == Rejected("malformed", twice, source)
+    assert rejected(parse_view(huge, source)) == ("malformed", huge, source)
+    assert rejected(parse_view(twice, source)) == ("malformed", twice, source)
+    assert parse_view(twice, source).detail == "field 'user_id' appears more than once"
     engagement = '{"user_id": 1, "post_id": 2, "signal": "like", "signal": "skip", "ts": 3}'
     assert parse_engagement(engagement, source, ["like", "skip"]).reason == "malformed"

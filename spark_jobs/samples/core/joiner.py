@@ -200,7 +200,8 @@ def add_records(
         elif isinstance(record, Engagement):
             engagements.append(record)
         elif isinstance(record, Rejected):
-            result.dead_letters.append(DeadLetter(record.reason, record.raw, record.source))
+            result.dead_letters.append(
+                DeadLetter(record.reason, record.raw, record.source, record.detail))
         else:
             raise TypeError(f"not a samples record: {record!r}")
     for view in views:

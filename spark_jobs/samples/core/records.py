@@ -1,25 +1,48 @@
 """Views and engagements: strict decoding of one Kafka message each, never raising.
 
 A message becomes a View, an Engagement or a Rejected carrying its dead-letter reason
-(`malformed`, `unknown_signal`), so one bad message never stops the job. A view's `context`
-is the view object minus its four join fields, as compact JSON text in the received key
-order; numbers go through Python's json, so comparisons of context must be semantic.
+(`malformed`, `unknown_signal`) and a detail naming what is wrong, so one bad message never
+stops the job. Every message first passes the JSON gate (contracts/json_gate: size against
+`jobs.max_message_bytes`, UTF-8, lone surrogates, nesting, int64 and float range); an object
+with a repeated key is malformed too (parsers disagree on which value wins).
+
+A view's `context` is the view object minus its four join fields, as compact JSON text in
+the received key order; numbers go through Python's json, so comparisons of context must be
+semantic. What a sample echoes is bounded (CONTRACTS section 9), so that no sample can exceed
+what a broker accepts: a view_id longer than MAX_ID_BYTES makes the record malformed (an id
+cannot be cut), and a context longer than MAX_CONTEXT_BYTES is replaced by the truncated form
+`{"_truncated":{"bytes":<its length>}}`.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from spark_jobs.contracts.records import MAX_TIME_MS
+from spark_jobs.contracts.json_gate import DEFAULT_MAX_MESSAGE_BYTES, MalformedJson, load_json
+from spark_jobs.contracts.records import (
+    LONG,
+    STRING,
+    TIME_MS,
+    RecordError,
+    RecordSpec,
+    json_type,
+)
 
 MALFORMED = "malformed"
 UNKNOWN_SIGNAL = "unknown_signal"
 
 VIEW_FIELDS = ("view_id", "user_id", "post_id", "ts")
-_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1  # ids must fit the sinks' 64-bit columns
+MAX_ID_BYTES = 1_024  # a view_id (the sample's id and view_id) in UTF-8
+MAX_CONTEXT_BYTES = 64 * 1_024  # a sample's context in UTF-8
+_VIEW = RecordSpec("views", (("view_id", STRING), ("user_id", LONG), ("post_id", LONG),
+                             ("ts", TIME_MS)))
+_ENGAGEMENT = RecordSpec("engagements", (("user_id", LONG), ("post_id", LONG),
+                                         ("ts", TIME_MS)))
+_KEY_END = re.compile(rb'"\s*:')  # ends every key (and the odd `\":` inside a string)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,134 +89,127 @@ class Engagement:
 
 @dataclass(frozen=True, slots=True)
 class Rejected:
-    """A message that cannot be joined; raw is None only for a null Kafka value."""
+    """A message that cannot be joined; raw is None only for a null Kafka value; detail says
+    what is wrong (the dead letter's detail)."""
 
     reason: str
     raw: str | None
     source: Source
+    detail: str | None = None
 
 
 Record = View | Engagement | Rejected
 
 
-class _Malformed(ValueError):
-    pass
+def _text(value: str | bytes | None) -> str | None:
+    """The message as text for a dead letter (undecodable bytes replaced)."""
+    if value is None or isinstance(value, str):
+        return value
+    return bytes(value).decode("utf-8", errors="replace")
 
 
-def _reject_constant(name: str) -> Any:
-    raise _Malformed(f"{name} is not JSON")
-
-
-def _text(value: str | bytes | None) -> tuple[str | None, bool]:
-    """The message as text and whether it is valid UTF-8 (undecodable bytes replaced)."""
-    if value is None:
-        return None, False
-    if isinstance(value, str):
-        return value, True
-    data = bytes(value)
+def _object(value: str | bytes | None, max_bytes: int) -> dict[str, Any]:
+    """The message's JSON object through the gate, or RecordError naming what is wrong."""
+    data = None if value is None else (
+        value.encode("utf-8", "surrogatepass") if isinstance(value, str) else bytes(value))
     try:
-        return data.decode("utf-8"), True
-    except UnicodeDecodeError:
-        return data.decode("utf-8", errors="replace"), False
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A repeated key is ambiguous (parsers disagree on which value wins): malformed."""
-    obj = dict(pairs)
-    if len(obj) != len(pairs):
-        raise _Malformed("repeated key")
+        obj = load_json(data, max_bytes)
+    except MalformedJson as exc:
+        raise RecordError(str(exc)) from None
+    if not isinstance(obj, dict):
+        raise RecordError(f"not a JSON object: got {json_type(obj)}")
+    repeated = _repeated_key(data, obj) if data is not None else None
+    if repeated is not None:
+        raise RecordError(f"field {repeated!r} appears more than once")
     return obj
+
+
+def _repeated_key(data: bytes, obj: dict[str, Any]) -> str | None:
+    """The first key repeated within one object, or None. The decoder keeps the last value
+    silently; fewer decoded keys than key ends in the text is the rare case worth an exact
+    second look (the gate has bounded the depth and numbers already)."""
+    if len(_KEY_END.findall(data)) == _key_count(obj):
+        return None
+    repeated: list[str] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        seen: set[str] = set()
+        for name, _ in items:
+            if name in seen and not repeated:
+                repeated.append(name)
+            seen.add(name)
+        return {}
+
+    json.loads(data, object_pairs_hook=pairs)
+    return repeated[0] if repeated else None
+
+
+def _key_count(value: Any) -> int:
+    count, stack = 0, [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            count += len(item)
+            stack.extend(v for v in item.values() if isinstance(v, dict | list))
+        elif isinstance(item, list):
+            stack.extend(v for v in item if isinstance(v, dict | list))
+    return count
+
+
+def bounded_context(context: str) -> str:
+    """`context`, or its truncated form when longer than MAX_CONTEXT_BYTES of UTF-8."""
+    size = len(context.encode("utf-8"))
+    return context if size <= MAX_CONTEXT_BYTES else f'{{"_truncated":{{"bytes":{size}}}}}'
 
 
 def _context(rest: dict[str, Any]) -> str:
-    """The view's other fields as compact JSON; a number JSON cannot hold (1e400 parses as
-    infinity) makes the view malformed rather than the context invalid JSON."""
-    try:
-        return _utf8(json.dumps(rest, separators=(",", ":"), ensure_ascii=False,
-                                allow_nan=False))
-    except ValueError as exc:
-        raise _Malformed("number out of range") from exc
+    """The view's other fields as compact JSON (the gate let no infinity through), bounded."""
+    return bounded_context(json.dumps(rest, separators=(",", ":"), ensure_ascii=False))
 
 
-def _object(text: str) -> dict[str, Any]:
-    try:
-        obj = json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
-    except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
-        raise _Malformed("not JSON") from exc
-    if not isinstance(obj, dict):
-        raise _Malformed("not a JSON object")
-    return obj
-
-
-def _long(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _Malformed("not an integer")
-    if not _LONG_MIN <= value <= _LONG_MAX:
-        raise _Malformed("out of the 64-bit range")
-    return value
-
-
-def _time_ms(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_TIME_MS:
-        raise _Malformed("not an epoch time in milliseconds")
-    return value
-
-
-def _utf8(text: str) -> str:
-    """Lone surrogates (legal as JSON escapes) cannot be written to Kafka or Delta."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise _Malformed("not encodable as UTF-8") from exc
-    return text
-
-
-def _name(value: Any) -> str:
+def _view_id(value: Any) -> str:
     if not isinstance(value, str) or not value:
-        raise _Malformed("not a non-empty string")
-    return _utf8(value)
+        raise RecordError(f"field 'view_id' must be a non-empty string, got {json_type(value)}")
+    size = len(value.encode("utf-8"))
+    if size > MAX_ID_BYTES:
+        raise RecordError(f"field 'view_id' has {size} bytes, more than {MAX_ID_BYTES}")
+    return value
 
 
-def parse_view(value: str | bytes | None, source: Source) -> View | Rejected:
+def parse_view(value: str | bytes | None, source: Source,
+               max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> View | Rejected:
     """One `views` message: view_id (non-empty string), user_id and post_id (integers) and
     ts (epoch ms >= 0) are required; every other field is the sample's context."""
-    text, utf8 = _text(value)
-    if text is None or not utf8:
-        return Rejected(MALFORMED, text, source)
+    text = _text(value)
     try:
-        obj = _object(text)
-        view_id = _name(obj.get("view_id"))
-        user_id = _long(obj.get("user_id"))
-        post_id = _long(obj.get("post_id"))
-        ts = _time_ms(obj.get("ts"))
-        rest = {k: v for k, v in obj.items() if k not in VIEW_FIELDS}
-        context = _context(rest)
-    except _Malformed:
-        return Rejected(MALFORMED, text, source)
-    return View(view_id, user_id, post_id, ts, context, source, text)
+        obj = _object(value, max_bytes)
+        view_id, user_id, post_id, ts = _VIEW.pick(obj)
+        view_id = _view_id(view_id)
+        context = _context({k: v for k, v in obj.items() if k not in VIEW_FIELDS})
+    except RecordError as exc:
+        return Rejected(MALFORMED, text, source, str(exc))
+    return View(view_id, user_id, post_id, ts, context, source, text or "")
 
 
 def parse_engagement(
-    value: str | bytes | None, source: Source, signals: Sequence[str]
+    value: str | bytes | None, source: Source, signals: Sequence[str],
+    max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
 ) -> Engagement | Rejected:
     """One `engagements` message: user_id, post_id (integers), signal (string), ts (epoch ms
     >= 0), view_id absent/null or a non-empty string. A well-formed message whose signal is
     not configured is rejected as `unknown_signal`; other fields are ignored."""
-    text, utf8 = _text(value)
-    if text is None or not utf8:
-        return Rejected(MALFORMED, text, source)
+    text = _text(value)
     try:
-        obj = _object(text)
-        user_id = _long(obj.get("user_id"))
-        post_id = _long(obj.get("post_id"))
+        obj = _object(value, max_bytes)
+        user_id, post_id, ts = _ENGAGEMENT.pick(obj)
         raw_view_id = obj.get("view_id")
-        view_id = None if raw_view_id is None else _name(raw_view_id)
+        view_id = None if raw_view_id is None else _view_id(raw_view_id)
         signal = obj.get("signal")
         if not isinstance(signal, str):
-            raise _Malformed("signal is not a string")
-        ts = _time_ms(obj.get("ts"))
-    except _Malformed:
-        return Rejected(MALFORMED, text, source)
+            raise RecordError(f"field 'signal' must be a string, got {json_type(signal)}")
+    except RecordError as exc:
+        return Rejected(MALFORMED, text, source, str(exc))
     if signal not in signals:
-        return Rejected(UNKNOWN_SIGNAL, text, source)
-    return Engagement(user_id, post_id, view_id, signal, ts, text, source)
+        return Rejected(UNKNOWN_SIGNAL, text, source,
+                        f"signal {signal[:100]!r} is not one of samples.signals")
+    return Engagement(user_id, post_id, view_id, signal, ts, text or "", source)

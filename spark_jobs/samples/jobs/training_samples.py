@@ -12,11 +12,17 @@ topic) passes view ts + `samples.window`. The driver then publishes the samples 
 `samples.compression`), dead-letters what could not be used, appends orphan engagements, and
 inserts the samples into the Delta table by sample_id: a replayed or re-delivered sample is
 never written twice.
+
+Hostile input (CONTRACTS section 9): the processor dead-letters malformed, late and future
+records and isolates a record that raises; duplicate views reach the drop counts
+(`duplicate_view`); a sample is bounded (core/records.py) and a sample the broker still
+refuses becomes an `error` dead letter instead of failing the query (sample_topic.py).
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 from confluent_kafka import Producer
@@ -24,6 +30,7 @@ from deltalake import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from spark_jobs.contracts.reasons import DUPLICATE_VIEW, ERROR
 from spark_jobs.contracts.tables import (
     ORPHAN_ENGAGEMENTS,
     TABLE_ORPHAN_ENGAGEMENTS,
@@ -34,6 +41,7 @@ from spark_jobs.contracts.tables import (
 from spark_jobs.contracts.topics import TOPIC_ENGAGEMENTS, TOPIC_TRAINING_SAMPLES, TOPIC_VIEWS
 from spark_jobs.samples.core.joiner import JoinParameters
 from spark_jobs.samples.encoding.sample_avro import SampleEncoder
+from spark_jobs.samples.jobs.sample_topic import publish_samples
 from spark_jobs.samples.processors.dedup_processor import (
     VIEW_KEY,
     ViewDedupProcessor,
@@ -41,7 +49,6 @@ from spark_jobs.samples.processors.dedup_processor import (
     view_key,
 )
 from spark_jobs.samples.processors.join_processor import (
-    KIND_DUPLICATES,
     KIND_ORPHAN,
     KIND_SAMPLE,
     SampleJoinProcessor,
@@ -49,17 +56,26 @@ from spark_jobs.samples.processors.join_processor import (
 )
 from spark_jobs.settings import ConfigError, Settings
 from spark_jobs.streaming.batch_outputs import BatchSink, linger, rows_of_kind
+from spark_jobs.streaming.drops import note_batch
 from spark_jobs.streaming.event_time import with_event_time
 from spark_jobs.streaming.kafka.producer import make_producer
 from spark_jobs.streaming.kafka.replay_fence import ReplayFence
 from spark_jobs.streaming.kafka.source import read_topic
-from spark_jobs.streaming.lake.dead_letters import KIND_DEAD
+from spark_jobs.streaming.lake.dead_letters import (
+    DEAD_LETTER_COLUMNS,
+    DROPPED_COLUMN,
+    KIND_DEAD,
+    KIND_DROPPED,
+)
 from spark_jobs.streaming.lake.delta import insert_new_once, table_exists
 
 NAME = "training_samples"
 SAMPLE_FIELDS = TRAINING_SAMPLES.column_names
 ORPHAN_SCHEMA = ORPHAN_ENGAGEMENTS.arrow_schema()
 METRICS = "training_samples"  # name of the observed metrics in the query progress
+ORIGIN_FIELDS = ("topic", "partition", "offset", "kafka_timestamp", "key")
+
+
 def join_parameters(settings: Settings) -> JoinParameters:
     return JoinParameters(settings.samples.window_ms, settings.samples.signals)
 
@@ -91,24 +107,29 @@ def build(spark: SparkSession, settings: Settings) -> DataFrame:
         "append", "EventTime",
     )
     joined = deduped.groupBy("user_id").transformWithState(
-        SampleJoinProcessor(join_parameters(settings)),
+        SampleJoinProcessor(join_parameters(settings), settings.jobs.max_message_bytes),
         output_schema(samples.signals),
         "append",
         "EventTime",
     )
+    duplicate = (F.col("kind") == KIND_DROPPED) & (F.col("reason") == DUPLICATE_VIEW)
     return joined.observe(
         METRICS,
         _counted(KIND_SAMPLE), _counted(KIND_ORPHAN), _counted(KIND_DEAD),
-        F.coalesce(F.sum(F.when(F.col("kind") == KIND_DUPLICATES, F.col("count"))), F.lit(0))
+        F.coalesce(F.sum(F.when(duplicate, F.col(DROPPED_COLUMN))), F.lit(0))
         .alias("duplicate_views"),
     )
 
 
-class SampleBatch(NamedTuple):
-    """A batch's outputs, and its samples in publishing order (by user, then ts)."""
+@dataclass
+class SampleBatch:
+    """A batch's outputs, its samples in publishing order (by user, then ts), where each
+    sample's view came from (same order), and the dead rows of samples the broker refused."""
 
     table: pa.Table
     samples: pa.Table
+    origins: pa.Table
+    refused: list[dict[str, Any]] = field(default_factory=list)
 
 
 class TrainingSamplesSink(BatchSink[SampleBatch]):
@@ -132,6 +153,8 @@ class TrainingSamplesSink(BatchSink[SampleBatch]):
         crash does not publish its samples twice."""
         self.fence.begin(batch_id)
         super().deliver(collected, batch_id)
+        if collected.refused:  # counted after publishing, when they are known
+            note_batch(NAME, batch_id, self.drop_counts(collected))
 
     def _check_table_labels(self) -> None:
         """Fail at start, not at the first merge, when the table was written with other
@@ -158,23 +181,45 @@ class TrainingSamplesSink(BatchSink[SampleBatch]):
         return self._producer
 
     def collect(self, batch: DataFrame) -> SampleBatch:
-        table = super().collect(batch)
-        samples = rows_of_kind(table, KIND_SAMPLE).select(list(SAMPLE_FIELDS))
-        return SampleBatch(table, samples.sort_by([("user_id", "ascending"), ("ts", "ascending"),
-                                                   ("sample_id", "ascending")]))
+        return self.batch_of(super().collect(batch))
+
+    def batch_of(self, table: pa.Table) -> SampleBatch:
+        """The processor's rows of a batch as the sink uses them."""
+        ordered = rows_of_kind(table, KIND_SAMPLE).sort_by(
+            [("user_id", "ascending"), ("ts", "ascending"), ("sample_id", "ascending")])
+        return SampleBatch(table, ordered.select(list(SAMPLE_FIELDS)),
+                           ordered.select(list(ORIGIN_FIELDS)))
+
+    def output_table(self, collected: SampleBatch) -> pa.Table:
+        return collected.table
 
     def publish(self, collected: SampleBatch) -> None:
-        """Avro samples keyed by user_id: one consumer sees all of a user's samples in order."""
+        """Avro samples keyed by user_id: one consumer sees all of a user's samples in order.
+        A sample the broker refuses for good is dead-lettered (`error`) at its view."""
         samples = collected.samples
         if samples.num_rows == 0:
             return
         encode = self.encoder.encode
         values = [encode(sample) for sample in samples.to_pylist()]
         keys = [str(user) for user in samples["user_id"].to_pylist()]
-        self.fence.produce(self.producer, TOPIC_TRAINING_SAMPLES, keys, values)
+        refused = publish_samples(self.producer, TOPIC_TRAINING_SAMPLES, keys, values,
+                                  self.fence)
+        origins = collected.origins.to_pylist() if refused else []
+        collected.refused = [
+            _refused(origins[index], keys[index], values[index], error)
+            for index, error in refused]
 
     def dead_rows(self, collected: SampleBatch) -> pa.Table:
-        return super().dead_rows(collected.table)
+        """The processor's dead letters, and the samples the broker refused (their message
+        as the raw bytes, so `raw_value` is binary then)."""
+        dead = super().dead_rows(collected.table)
+        if not collected.refused:
+            return dead
+        dead = dead.select(list(DEAD_LETTER_COLUMNS))
+        dead = dead.set_column(dead.schema.get_field_index("raw_value"), "raw_value",
+                               dead["raw_value"].cast(pa.binary()))
+        return pa.concat_tables([dead, pa.Table.from_pylist(collected.refused, dead.schema)])
+
 
     def commit(self, collected: SampleBatch, batch_id: int) -> None:
         table = collected.table
@@ -192,6 +237,14 @@ class TrainingSamplesSink(BatchSink[SampleBatch]):
             self._producer.flush(30)
             self._producer = None
         super().close()
+
+
+def _refused(origin: dict[str, Any], key: str, value: bytes, error: str) -> dict[str, Any]:
+    """The dead letter of a sample the broker refused: the message it was, and its view."""
+    view = f"{origin['topic']}/{origin['partition']}/{origin['offset']}"
+    return {"topic": TOPIC_TRAINING_SAMPLES, "partition": None, "offset": None,
+            "kafka_timestamp": None, "key": key, "raw_value": value, "reason": ERROR,
+            "detail": f"the sample of the view at {view} was not published: {error}"}
 
 
 def sink(spark: SparkSession, settings: Settings) -> TrainingSamplesSink:

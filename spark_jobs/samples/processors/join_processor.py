@@ -8,6 +8,11 @@ event-time timer (the earliest close), so a user who goes quiet still gets sampl
 orphans out when event time moves on.
 Output rows have a `kind`: sample, orphan, dead, or duplicates (the count of views dropped as
 later arrivals of an id, for the job's metrics).
+
+No record stops the job (CONTRACTS section 9): messages are decoded through the JSON gate with
+`jobs.max_message_bytes`, and a record whose processing raises becomes an `error` dead letter
+while the others of its batch go on (core/isolation.py). Duplicate views reach the job's drop
+counts (kind dropped, reason `duplicate_view`).
 """
 
 from __future__ import annotations
@@ -24,15 +29,18 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from spark_jobs.contracts.json_gate import DEFAULT_MAX_MESSAGE_BYTES
+from spark_jobs.contracts.reasons import DUPLICATE_VIEW, ERROR
 from spark_jobs.contracts.topics import TOPIC_VIEWS
 from spark_jobs.samples.core.dedup import DuplicateView
+from spark_jobs.samples.core.isolation import add_isolated
 from spark_jobs.samples.core.joiner import (
     JoinParameters,
     StepResult,
     UserJoinState,
-    add_records,
     advance,
 )
+from spark_jobs.samples.core.outputs import LATE, VIEW_MISMATCH
 from spark_jobs.samples.core.records import (
     MALFORMED,
     Engagement,
@@ -47,7 +55,11 @@ from spark_jobs.streaming.blob_state import BlobStateProcessor
 from spark_jobs.streaming.lake.dead_letters import DeadLetter, origin_columns
 from spark_jobs.streaming.processor import output_schema as processor_schema
 
-KIND_SAMPLE, KIND_ORPHAN, KIND_DUPLICATES = "sample", "orphan", "duplicates"
+KIND_SAMPLE, KIND_ORPHAN = "sample", "orphan"
+_DETAILS = {  # the detail of a join's dead letter (the parser gives its own)
+    LATE: "ts is behind the watermark of training_samples (samples.lateness)",
+    VIEW_MISMATCH: "view_id names a view of another user or post",
+}
 
 
 def labels_type(signals: Sequence[str]) -> StructType:
@@ -57,7 +69,7 @@ def labels_type(signals: Sequence[str]) -> StructType:
 
 def output_schema(signals: Sequence[str]) -> StructType:
     """Samples (and an orphan engagement's identity), where a record came from and why (the
-    dead-letter columns), and the duplicate views' `count`."""
+    dead-letter columns), and the `dropped` count (duplicate views)."""
     return processor_schema(
         StructField("sample_id", StringType(), True),
         StructField("view_id", StringType(), True),
@@ -67,47 +79,58 @@ def output_schema(signals: Sequence[str]) -> StructType:
         StructField("context", StringType(), True),
         StructField("labels", labels_type(signals), True),
         StructField("signal", StringType(), True),
-        trailing=[StructField("count", LongType(), True)],
     )
 
 
-def parsed(rows: Iterable[Any], signals: Sequence[str]
+def parsed(rows: Iterable[Any], signals: Sequence[str],
+           max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
            ) -> list[View | DuplicateView | Engagement | Rejected]:
     """The domain records of a key's rows (the topic says which parser; a view marked by the
-    de-duplication is a DuplicateView)."""
+    de-duplication is a DuplicateView); a parser that raises (it must not) makes its record
+    an `error`."""
     records: list[View | DuplicateView | Engagement | Rejected] = []
     for row in rows:
         source = Source(row.kafka_topic, row.kafka_partition, row.kafka_offset,
                         row.kafka_timestamp, row.kafka_key)
-        if row.kafka_topic == TOPIC_VIEWS:
-            view = parse_view(row.value, source)
-            first_user = getattr(row, FIRST_USER, None)
-            if first_user is not None and isinstance(view, View):
-                view = DuplicateView(view, first_user, getattr(row, FIRST_POST),
-                                     getattr(row, FIRST_TS))
-            records.append(view)
-        else:
-            records.append(parse_engagement(row.value, source, signals))
+        try:
+            if row.kafka_topic == TOPIC_VIEWS:
+                view = parse_view(row.value, source, max_bytes)
+                first_user = getattr(row, FIRST_USER, None)
+                if first_user is not None and isinstance(view, View):
+                    view = DuplicateView(view, first_user, getattr(row, FIRST_POST),
+                                         getattr(row, FIRST_TS))
+                records.append(view)
+            else:
+                records.append(parse_engagement(row.value, source, signals, max_bytes))
+        except Exception as exc:  # one record must not stop the job
+            records.append(Rejected(ERROR, None, source, f"{type(exc).__name__}: {exc}"))
     return records
 
 
 class SampleJoinProcessor(BlobStateProcessor):
     """Views and engagements of one user -> samples once their window closed."""
 
-    def __init__(self, params: JoinParameters) -> None:
+    def __init__(self, params: JoinParameters,
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
         super().__init__(output_schema(params.signals))
         self.params = params
+        self.max_message_bytes = max_message_bytes
 
     def unkeyed(self, rows: Iterable[Any]) -> Iterator[Row]:
         """No integer user_id: the parser says why, nothing is kept."""
-        for record in parsed(rows, self.params.signals):
+        for record in parsed(rows, self.params.signals, self.max_message_bytes):
             yield self.dead_letter(_rejected(record))
 
     def on_rows(self, key: Any, rows: Iterator[Row], watermark_ms: int) -> Iterator[Row]:
-        records = parsed(rows, self.params.signals)
+        records = parsed(rows, self.params.signals, self.max_message_bytes)
         payload, timer = self.state.load()
         user = UserJoinState.from_bytes(payload) if payload is not None else UserJoinState()
-        result = add_records(user, records, watermark_ms, self.params)
+        step = add_isolated(user, records, watermark_ms, self.params)
+        user, result = step.state, step.result
+        result.dead_letters.extend(
+            DeadLetter(ERROR, getattr(record, "raw", None), record.source,
+                       f"{type(exc).__name__}: {exc}")
+            for record, exc in step.failed)
         result.extend(advance(user, watermark_ms, self.params))
         self.state.save(user, timer, watermark_ms)
         yield from self.result_rows(result)
@@ -135,15 +158,18 @@ class SampleJoinProcessor(BlobStateProcessor):
                            post_id=e.post_id, ts=e.ts, signal=e.signal,
                            **origin_columns(e.source), raw_value=e.raw, reason=orphan.reason)
         for dead in result.dead_letters:
+            if dead.detail is None and dead.reason in _DETAILS:
+                dead = DeadLetter(dead.reason, dead.raw, dead.source, _DETAILS[dead.reason])
             yield self.dead_letter(dead)
         if result.duplicate_views:
-            yield self.row(KIND_DUPLICATES, count=result.duplicate_views)
+            yield self.dropped(DUPLICATE_VIEW, result.duplicate_views)
 
 
 def _rejected(record: View | DuplicateView | Engagement | Rejected) -> DeadLetter:
     if isinstance(record, Rejected):
-        return DeadLetter(record.reason, record.raw, record.source)
+        return DeadLetter(record.reason, record.raw, record.source, record.detail)
     if isinstance(record, DuplicateView):
         record = record.view
     # parsed fine, yet Spark found no integer user_id: cannot be keyed
-    return DeadLetter(MALFORMED, record.raw or None, record.source)
+    return DeadLetter(MALFORMED, record.raw or None, record.source,
+                      "field 'user_id' is not an integer Spark can read")

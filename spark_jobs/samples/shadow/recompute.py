@@ -36,6 +36,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType
 
 from spark_jobs.contracts.records import MAX_TIME_MS
+from spark_jobs.samples.core.records import bounded_context
 from spark_jobs.samples.shadow.first_arrivals import FIRST_COLUMNS, judged_views
 
 VIEW_KEYS = ("view_id", "user_id", "post_id", "ts")
@@ -283,10 +284,11 @@ def engagement_outcomes(
 
 
 def view_context(text: str) -> str:
-    """The view's other fields as compact JSON, in the order received (the contract's shape)."""
+    """The view's other fields as compact JSON, in the order received (the contract's shape),
+    bounded as the job bounds it (one shared rule: the truncated form is part of the output)."""
     document = json.loads(text)
     rest = {key: value for key, value in document.items() if key not in VIEW_KEYS}
-    return json.dumps(rest, separators=(",", ":"), ensure_ascii=False)
+    return bounded_context(json.dumps(rest, separators=(",", ":"), ensure_ascii=False))
 
 
 _context = F.udf(view_context, StringType(), useArrow=True)

@@ -9,6 +9,10 @@ day are compared, so a view whose window was still open elsewhere does not count
 goes to `validation_results` (case `training_samples`: one row for the match rate, one for the
 schema) and an alert fires when the match rate is below `samples.min_match_rate` or the
 schemas disagree.
+
+Like every batch recomputation (CONTRACTS section 9), it leaves out exactly the records the job
+routed to `dead_letters` (malformed, late, future, ...): equality then holds on hostile
+traffic too.
 """
 
 from __future__ import annotations
@@ -23,7 +27,12 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from spark_jobs.contracts.tables import TABLE_TRAINING_SAMPLES, training_samples
+from spark_jobs.contracts.tables import (
+    DEAD_LETTERS,
+    TABLE_DEAD_LETTERS,
+    TABLE_TRAINING_SAMPLES,
+    training_samples,
+)
 from spark_jobs.contracts.topics import TOPIC_ENGAGEMENTS, TOPIC_VIEWS
 from spark_jobs.control.alerts import Alert, send_alert
 from spark_jobs.control.validation_results import CheckOutcome, store_results
@@ -35,7 +44,7 @@ from spark_jobs.streaming.days import day_bounds_ms, iso_ms
 from spark_jobs.streaming.kafka.source import read_topic_batch
 from spark_jobs.streaming.kafka.source_schema import RAW_SCHEMA
 from spark_jobs.streaming.kafka.topic_admin import TopicNotFoundError, partitions_of
-from spark_jobs.streaming.lake.delta import read_arrow, table_exists
+from spark_jobs.streaming.lake.delta import read_arrow, read_spark, table_exists
 
 CASE = "training_samples"
 CHECK_MATCH = "sample_match_rate"
@@ -89,13 +98,18 @@ def batch_samples(spark: SparkSession, settings: Settings, day: datetime.date) -
 
 def _read(spark: SparkSession, settings: Settings, topic: str, start_ms: int, end_ms: int
           ) -> DataFrame:
-    """The topic's records in the Kafka-time range; none when the topic does not exist yet
-    (the job never ran: nothing to compare, not an error)."""
+    """The topic's records in the Kafka-time range but those the job dead-lettered; none
+    when the topic does not exist yet (the job never ran: nothing to compare, not an error)."""
     try:
         partitions_of(settings.kafka, topic)
     except TopicNotFoundError:
         return spark.createDataFrame([], RAW_SCHEMA)
-    return read_topic_batch(spark, settings.kafka, topic, start_ms=start_ms, end_ms=end_ms)
+    records = read_topic_batch(spark, settings.kafka, topic, start_ms=start_ms, end_ms=end_ms)
+    dead = read_spark(spark, settings.lake.table(TABLE_DEAD_LETTERS),
+                      DEAD_LETTERS.spark_schema())
+    left_out = dead.where((F.col("job") == JOB) & (F.col("topic") == topic)).select(
+        F.col("partition").alias("kafka_partition"), F.col("offset").alias("kafka_offset"))
+    return records.join(left_out, ["kafka_partition", "kafka_offset"], "left_anti")
 
 
 def streaming_samples(settings: Settings, day: datetime.date) -> pa.Table:
