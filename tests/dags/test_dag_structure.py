@@ -112,7 +112,8 @@ def test_a_config_error_is_a_clear_dag_import_error(cli_airflow, tmp_path):
     broken.write_text("experiments: {window: 15}\n")  # a duration without a unit
     env = {**cli_airflow.env, "TIDELINE_CONFIG": str(broken)}
     errors = describe_dags(env, tmp_path / "dags.json")["import_errors"]
+    # ramp_snapshot.py too: its schedule is experiments.snapshot_interval
     assert sorted(path.rsplit("/", 1)[-1] for path in errors) == [
-        "daily_validation.py", "fraud_rules_shadow.py", "streaming_jobs.py",
-        "training_samples_shadow.py"]
+        "daily_validation.py", "fraud_rules_shadow.py", "ramp_snapshot.py",
+        "streaming_jobs.py", "training_samples_shadow.py"]
     assert all("experiments.window: 15 has no unit" in e for e in errors.values())
