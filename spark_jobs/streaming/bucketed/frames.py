@@ -33,8 +33,9 @@ def column_values(series: pd.Series) -> list[Any]:
     """A column as Python values, None for a null (NaN, NA, NaT)."""
     if series.dtype == object:
         values = series.tolist()
-        if series.hasnans:
-            return [None if v is None or v != v else v for v in values]
+        if series.hasnans:  # None, NaN or pd.NA (whose comparisons are not booleans)
+            return [None if missing else v
+                    for v, missing in zip(values, series.isna().tolist(), strict=True)]
         return values
     if series.hasnans:
         return series.astype(object).where(series.notna(), None).tolist()
