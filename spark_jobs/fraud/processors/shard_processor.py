@@ -75,6 +75,12 @@ def input_records(frames: Iterator[pd.DataFrame]) -> list[Any]:
     return sorted(found, key=arrival_order)
 
 
+def output_values(shard: int, output: Output, source: Any) -> list[Any]:
+    """One output as the values of an OUTPUT_SCHEMA row, in schema order."""
+    fields = output_fields(shard, output, source)
+    return [fields[name] for name in OUTPUT_NAMES]
+
+
 def apply_message(engine: FraudEngine, row: Any, watermark_ms: int, now_ms: int
                   ) -> list[Output]:
     """One message's outputs: a transaction from the future never reaches the engine."""
@@ -113,9 +119,8 @@ class FraudShardProcessor(StatefulProcessor):
         now_ms = int(time.time() * 1000)
         out: list[list[Any]] = []
         for row in inputs:
-            for output in apply_message(live.engine, row, watermark, now_ms):
-                fields = output_fields(shard, output, row)
-                out.append([fields[name] for name in OUTPUT_NAMES])
+            out.extend(output_values(shard, output, row)
+                       for output in apply_message(live.engine, row, watermark, now_ms))
         self._close(shard, head, live, watermark)
         yield to_frame(out, OUTPUT_SCHEMA)
 
