@@ -31,7 +31,7 @@ from spark_jobs.experiments.core.cap_batch import CAPPED as CAPPED_OUTCOME
 from spark_jobs.experiments.core.cap_batch import LATE as LATE_OUTCOME
 from spark_jobs.experiments.core.capping import HourlyCap
 from spark_jobs.experiments.core.tumbling_windows import is_late, late_detail
-from spark_jobs.experiments.processors.cap_frames import accepted_frame, bucket_frame, cap_frame
+from spark_jobs.experiments.processors.cap_frames import AcceptedFrames, bucket_frame, cap_frame
 from spark_jobs.experiments.processors.per_record import each_record
 from spark_jobs.streaming.bucketed.frames import records, to_frame
 from spark_jobs.streaming.bucketed.keys import UNKEYED
@@ -71,6 +71,7 @@ class HourlyCapProcessor(BucketedProcessor[HourlyCap]):
     def __init__(self, cap: int) -> None:
         super().__init__(CAPPED_EVENT_SCHEMA, INPUT_FIELDS)
         self.cap = cap
+        self.accepted = AcceptedFrames(self.schema)
 
     def load(self, payload: bytes | None) -> HourlyCap:
         return HourlyCap.from_bytes(self.cap, payload)
@@ -124,10 +125,14 @@ class HourlyCapProcessor(BucketedProcessor[HourlyCap]):
         blob = state.getOption
         store = BucketStore.from_blob(blob[0] if blob is not None else None, self.buckets)
         plain = _plain_rows(frame)
-        accepted, out = self.cap_plain(store, frame[plain], watermark)
-        out.extend(self.process(store, records([frame[~plain]], self.record), watermark))
+        every = bool(plain.all())
+        accepted, out = self.cap_plain(store, frame if every else frame[plain], watermark)
+        rest = [] if every else records([frame[~plain]], self.record)
+        out.extend(self.process(store, rest, watermark))
         self._keep(state, store, watermark)
-        yield pd.concat([accepted, to_frame(out, self.schema)], ignore_index=True)
+        yield accepted
+        if out:
+            yield to_frame(out, self.schema)
 
     def cap_plain(self, store: BucketStore, frame: pd.DataFrame, watermark_ms: int
                   ) -> tuple[pd.DataFrame, list[Row]]:
@@ -138,12 +143,15 @@ class HourlyCapProcessor(BucketedProcessor[HourlyCap]):
         outcome = cap_frame(counters, frame, watermark_ms)
         for user, counter in counters.items():
             self._put(store, user, counter)
-        late = records([frame[outcome == LATE_OUTCOME]], self.record)
-        out = list(self.cap_rows(HourlyCap(self.cap), late, watermark_ms))  # late: no room
+        out: list[Row] = []
+        late = outcome == LATE_OUTCOME
+        if late.any():  # through the per-record path: the same dead letters, no room taken
+            out.extend(self.cap_rows(HourlyCap(self.cap), records([frame[late]], self.record),
+                                     watermark_ms))
         capped = int(np.count_nonzero(outcome == CAPPED_OUTCOME))
         if capped:
             out.append(self.dropped(CAPPED, capped))
-        return accepted_frame(frame[outcome == ADMITTED], self.schema), out
+        return self.accepted(frame, np.flatnonzero(outcome == ADMITTED)), out
 
 
 def _plain_rows(frame: pd.DataFrame) -> np.ndarray:
