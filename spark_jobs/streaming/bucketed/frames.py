@@ -30,16 +30,11 @@ _NULLABLE_DTYPES: dict[type[DataType], str] = {
 
 
 def column_values(series: pd.Series) -> list[Any]:
-    """A column as Python values, None for a null (NaN, NA, NaT)."""
-    if series.dtype == object:
-        values = series.tolist()
-        if series.hasnans:  # None, NaN or pd.NA (whose comparisons are not booleans)
-            return [None if missing else v
-                    for v, missing in zip(values, series.isna().tolist(), strict=True)]
-        return values
-    if series.hasnans:
-        return series.astype(object).where(series.notna(), None).tolist()
-    return series.tolist()
+    """A column as Python values, None for a null (None, NaN or pd.NA)."""
+    if series.dtype == object:  # one pass (hasnans would cost more than this)
+        return [None if v is None or v is pd.NA or (isinstance(v, float) and v != v) else v
+                for v in series.tolist()]
+    return series.to_numpy(dtype=object, na_value=None).tolist()  # one call, nulls or not
 
 
 def record_type(fields: Sequence[str]) -> type:
