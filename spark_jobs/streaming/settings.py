@@ -80,3 +80,6 @@ class JobSettings:
     max_message_bytes: int = setting(
         1 << 20, PositiveInt(), "a larger message goes to dead_letters as `malformed`",
         unit="bytes")
+    state_buckets: int = setting(
+        64, PositiveInt(), "keys of a stateful job are kept in this many buckets, one state "
+        "value and one timer each (fixed by a job's checkpoint)", unit="buckets")

@@ -24,6 +24,9 @@ BASE_CONF: dict[str, str] = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
+    # pandas UDFs see nullable integers as Int64, not float64 (which rounds large values);
+    # the bucketed processors' input (streaming/bucketed/frames.py)
+    "spark.sql.execution.pythonUDF.pandas.preferIntExtensionDtype": "true",
     "spark.driver.memory": "2g",
     "spark.sql.streaming.noDataMicroBatches.enabled": "true",
     "spark.python.worker.reuse": "true",

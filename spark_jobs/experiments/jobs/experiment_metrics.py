@@ -3,11 +3,11 @@
 The seed's aggregation job, top to bottom:
 1. read both filtered topics through one source: one offset plan aligned on event time,
    so both advance together and one watermark serves both (also after a restart);
-2. one transformWithState keyed by user_id does what the seed spread over four keyed
-   functions: de-duplicate events, find first trigger times, join activations with events
-   (events wait until their window closes, so an activation arriving after its events
-   still counts), per-user counts; it emits per-window deltas of each metric
-   (core/metrics.py) once windows close;
+2. one stateful step per user (users kept in buckets, streaming/bucketed) does what the
+   seed spread over four keyed functions: de-duplicate events, find first trigger times,
+   join activations with events (events wait until their window closes, so an activation
+   arriving after its events still counts), per-user counts; it emits per-window deltas
+   of each metric (core/metrics.py) once windows close;
 3. the driver folds the deltas into cumulative, contiguous window rows (numerator and
    denominator computers) and upserts them into `experiment_metrics` exactly once.
 """
@@ -27,7 +27,7 @@ from spark_jobs.experiments.core.group_windows import GroupWindows, MetricRow
 from spark_jobs.experiments.core.metrics import COUNT_COLUMNS
 from spark_jobs.experiments.core.user_metrics import Delta, MetricParams
 from spark_jobs.experiments.processors.metrics_processor import (
-    METRIC_DELTA_SCHEMA,
+    INPUT_FIELDS,
     SOURCE_ACTIVATION,
     SOURCE_EVENT,
     UserMetricsProcessor,
@@ -47,11 +47,7 @@ from spark_jobs.streaming.lake.delta import (
 NAME = "experiment_metrics"
 PRIMARY_KEY = EXPERIMENT_METRICS.primary_key
 METRICS_SCHEMA = EXPERIMENT_METRICS.arrow_schema()
-_INPUT_COLUMNS = (
-    "user_id", "source", "event_type", "experiment_hash", "experiment_group",
-    "group_ramp_time", "is_control", "ts", "kafka_topic", "kafka_partition", "kafka_offset",
-    "kafka_timestamp", "kafka_key", "error", "raw_value", FUTURE_COLUMN,
-)
+_INPUT_COLUMNS = (*INPUT_FIELDS, FUTURE_COLUMN)
 
 
 def _as_input(df: DataFrame) -> DataFrame:
@@ -79,12 +75,8 @@ def build(spark: SparkSession, settings: Settings) -> DataFrame:
     )
     both = _as_input(with_event_time(both, "ts", settings.experiments.lateness_ms,
                                      max_clock_skew_ms=settings.jobs.max_clock_skew_ms))
-    return both.groupBy("user_id").transformWithState(
-        UserMetricsProcessor(metric_params(settings)),
-        METRIC_DELTA_SCHEMA,
-        "append",
-        "EventTime",
-    )
+    return UserMetricsProcessor(metric_params(settings)).apply(
+        both, settings.jobs.state_buckets)
 
 
 def deltas_of(table: pa.Table) -> list[Delta]:

@@ -1,4 +1,8 @@
-"""Spark adapter of the per-user metrics state (experiment_metrics): keyed by user_id.
+"""Spark adapter of the per-user metrics state (experiment_metrics): users in buckets.
+
+Keyed by the bucket of user_id (streaming/bucketed): each user's state is a
+UserMetricsState kept as bytes in its bucket's blob, and one timeout per bucket stands for
+every user's next window end.
 
 Input rows are the union of filtered events and filtered activations (`source` tells which);
 output rows are per-window deltas (`kind` = "delta", one column per counted metric, named as
@@ -10,7 +14,7 @@ record passed its checks (core/user_metrics.py).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import orjson
@@ -27,8 +31,8 @@ from spark_jobs.experiments.core.metrics import COUNT_COLUMNS
 from spark_jobs.experiments.core.tumbling_windows import late_detail
 from spark_jobs.experiments.core.user_metrics import Delta, MetricParams, Outcome, UserMetricsState
 from spark_jobs.experiments.processors.per_record import each_record
-from spark_jobs.streaming.blob_state import BlobStateProcessor
-from spark_jobs.streaming.processor import output_schema
+from spark_jobs.streaming.bucketed.processor import BucketedProcessor
+from spark_jobs.streaming.output_rows import output_schema
 
 SOURCE_EVENT = "event"
 SOURCE_ACTIVATION = "activation"
@@ -57,20 +61,36 @@ def _decoded_json(row: Any) -> str:
     return orjson.dumps(fields).decode()
 
 
-class UserMetricsProcessor(BlobStateProcessor):
-    """Dedup, first trigger, activation-event join and per-window deltas for one user."""
+# what the processor reads of an input row (experiment_metrics.build selects them)
+INPUT_FIELDS = (
+    "user_id", "source", "event_type", "experiment_hash", "experiment_group",
+    "group_ramp_time", "is_control", "ts", "kafka_topic", "kafka_partition", "kafka_offset",
+    "kafka_timestamp", "kafka_key", "error", "raw_value",
+)
+
+
+class UserMetricsProcessor(BucketedProcessor[UserMetricsState]):
+    """Dedup, first trigger, activation-event join and per-window deltas for each user."""
+
+    key_field = "user_id"
 
     def __init__(self, params: MetricParams) -> None:
-        super().__init__(METRIC_DELTA_SCHEMA)
+        super().__init__(METRIC_DELTA_SCHEMA, INPUT_FIELDS)
         self.params = params
 
-    def on_rows(self, key: Any, rows: Iterator[Row], watermark_ms: int) -> Iterator[Row]:
-        payload, timer = self.state.load()
-        user = UserMetricsState.from_bytes(self.params, payload)
-        yield from self.user_rows(user, rows, watermark_ms)
-        yield from self._advance(user, timer, watermark_ms)
+    def load(self, payload: bytes | None) -> UserMetricsState:
+        return UserMetricsState.from_bytes(self.params, payload)
 
-    def user_rows(self, user: UserMetricsState, rows: Iterator[Row], watermark_ms: int
+    def on_rows(self, key: Any, state: UserMetricsState, rows: list[Any], watermark_ms: int
+                ) -> Iterator[Row]:
+        yield from self.user_rows(state, rows, watermark_ms)
+        yield from self.on_due(key, state, watermark_ms)
+
+    def on_due(self, key: Any, state: UserMetricsState, watermark_ms: int) -> Iterator[Row]:
+        """The deltas of the user's windows the watermark closed."""
+        return (self._delta_row(delta) for delta in state.advance(watermark_ms))
+
+    def user_rows(self, user: UserMetricsState, rows: Iterable[Any], watermark_ms: int
                   ) -> Iterator[Row]:
         """The output of one user's rows of a batch (before windows advance)."""
         return each_record(self, rows, lambda row: self.one_record(user, row, watermark_ms))
@@ -102,18 +122,6 @@ class UserMetricsProcessor(BlobStateProcessor):
         end = row.group_ramp_time + self.params.period_ms
         return (f"activation ts {row.ts} is outside the period [{row.group_ramp_time}, {end}) "
                 f"that its group_ramp_time starts")
-
-    def on_timer(self, key: Any, watermark_ms: int) -> Iterator[Row]:
-        payload, timer = self.state.load()
-        user = UserMetricsState.from_bytes(self.params, payload)
-        yield from self._advance(user, timer, watermark_ms)
-
-    def _advance(
-        self, user: UserMetricsState, timer: int | None, watermark: int
-    ) -> Iterator[Row]:
-        for delta in user.advance(watermark):
-            yield self._delta_row(delta)
-        self.state.save(user, timer, watermark)
 
     def _delta_row(self, delta: Delta) -> Row:
         return self.row(
