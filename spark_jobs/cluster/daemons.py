@@ -143,12 +143,15 @@ def stop_daemon(home: Path, name: str, grace_s: float = STOP_GRACE_S) -> bool:
 
 
 def kill_daemon(record: DaemonRecord) -> None:
-    """SIGKILL the daemon's JVM alone, as a crash would (its session's children are left)."""
-    process = process_of(record)
-    if process is not None:
-        process.kill()
+    """SIGKILL the daemon and everything it started (a worker's executors and their Python
+    workers), as when its machine is lost."""
+    if process_of(record) is None:
+        return
+    members = _session(record)
+    for process in members:
         with contextlib.suppress(psutil.Error):
-            process.wait(10)
+            process.kill()
+    psutil.wait_procs(members, timeout=10)
 
 
 def wait_until(predicate: Any, timeout_s: float, every_s: float = 0.25) -> bool:

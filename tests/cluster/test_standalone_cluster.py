@@ -1,5 +1,5 @@
-"""`tideline cluster`: a real master and workers, a job on them, a worker lost and replaced,
-and nothing left behind."""
+"""`tideline cluster`: a real master and workers, a job on them, and nothing left behind
+(a lost worker: tests/cluster/test_cluster_pipeline.py)."""
 
 from __future__ import annotations
 
@@ -11,16 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from spark_jobs.cluster.daemons import kill_daemon, read_record, wait_until
 from spark_jobs.cluster.settings import ClusterSettings
 from spark_jobs.cluster.standalone import (
     alive_workers,
     cluster_status,
     master_status,
     start_cluster,
-    start_worker,
     stop_cluster,
-    worker_name,
 )
 from tests.cluster.conftest import cluster_settings, session_processes
 
@@ -62,18 +59,7 @@ def test_a_job_runs_on_two_workers(standalone_cluster: ClusterSettings) -> None:
     assert len(alive_workers(status.master)) == 2
     assert run_driver(standalone_cluster) == {"total": 999_000, "executors": 2}
     completed = master_status(standalone_cluster)["completedapps"]
-    assert [app["name"] for app in completed] == ["tideline-cluster-test"]
-
-
-def test_a_killed_worker_is_seen_and_replaced(standalone_cluster: ClusterSettings) -> None:
-    home = Path(standalone_cluster.home)
-    record = read_record(home, worker_name(2))
-    assert record is not None
-    kill_daemon(record)
-    assert wait_until(lambda: len(alive_workers(master_status(standalone_cluster))) == 1, 60)
-    assert not cluster_status(standalone_cluster).daemons[worker_name(2)]
-    start_worker(standalone_cluster, 2)
-    assert wait_until(lambda: len(alive_workers(master_status(standalone_cluster))) == 2, 90)
+    assert "tideline-cluster-test" in [app["name"] for app in completed]
 
 
 def test_stop_leaves_no_process(tmp_path: Path) -> None:
