@@ -98,7 +98,8 @@ def cmd_recompute(args: argparse.Namespace, settings: Settings) -> int:
     from spark_jobs.experiments.recompute.recompute import recompute_day
     from spark_jobs.streaming.spark_session import build_session
 
-    spark = build_session(settings, app_name=f"tideline-recompute-{args.date.isoformat()}")
+    spark = build_session(settings, app_name=f"tideline-recompute-{args.date.isoformat()}",
+                          tools=True)
     try:
         count = recompute_day(spark, settings, args.date)
     finally:

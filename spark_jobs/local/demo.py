@@ -168,7 +168,7 @@ def run_demo(settings: Settings, rate: float = 2000.0, seconds: float | None = N
 
         generator = start_live_traffic(spec, settings, rate, stop)
 
-        spark = build_session(settings, app_name="tideline-demo")
+        spark = build_session(settings, app_name="tideline-demo", tools=True)
         stack.callback(spark.stop)
         queries = {}
         for name in DEMO_JOBS:

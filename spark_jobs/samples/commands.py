@@ -17,7 +17,8 @@ def cmd_samples_shadow(args: argparse.Namespace, settings: Settings) -> int:
     from spark_jobs.streaming.spark_session import build_session
 
     run_id = manual_run_id(args.run_id)
-    spark = build_session(settings, app_name=f"tideline-samples-shadow-{args.date.isoformat()}")
+    spark = build_session(settings, app_name=f"tideline-samples-shadow-{args.date.isoformat()}",
+                          tools=True)
     try:
         summary = shadow_day(spark, settings, args.date, run_id, args.run_url)
     except ShadowFailed as failed:

@@ -20,6 +20,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from spark_jobs.catalog import job, system_topics
 from spark_jobs.settings import Settings
+from spark_jobs.streaming.application import write_application
 from spark_jobs.streaming.kafka.topic_admin import check_kafka, ensure_topics
 from spark_jobs.streaming.progress import ProgressFileListener
 from spark_jobs.streaming.spark_session import build_session
@@ -61,7 +62,8 @@ def run_job(settings: Settings, name: str, available_now: bool = False) -> None:
     """
     job(name)
     check_kafka(settings.kafka)
-    spark = build_session(settings, app_name=f"tideline-{name}")
+    spark = build_session(settings, app_name=f"tideline-{name}", tools=True)
+    write_application(settings, name, spark)
     listener = ProgressFileListener(settings, name)
     spark.streams.addListener(listener)
     query, sink = start_job(spark, settings, name, available_now)

@@ -6,10 +6,12 @@ import logging
 import os
 import re
 import sys
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 
 from spark_jobs.settings import Settings
+from spark_jobs.streaming.settings import event_log_dir
 
 ROCKSDB_PROVIDER = (
     "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -65,8 +67,28 @@ def is_local_path(location: str) -> bool:
     return scheme is None or scheme.group(1).lower() == "file"
 
 
-def build_session(settings: Settings, app_name: str = "tideline") -> SparkSession:
-    """Create (or reuse) the session; Python workers run the interpreter that runs us."""
+def tools_conf(settings: Settings) -> dict[str, str]:
+    """Spark's own tools for a deployed job: its UI (the first free port from 4040 up, with
+    the Structured Streaming tab) and an event log the history server reads. Rolling files,
+    so a job that runs for weeks does not grow one file without end."""
+    directory = event_log_dir(settings.lake)
+    if is_local_path(directory):
+        Path(directory.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
+    return {
+        "spark.ui.enabled": "true",
+        "spark.ui.port": "4040",
+        "spark.port.maxRetries": "64",
+        "spark.eventLog.enabled": "true",
+        "spark.eventLog.dir": directory,
+        "spark.eventLog.rolling.enabled": "true",
+        "spark.eventLog.rolling.maxFileSize": "64m",
+    }
+
+
+def build_session(settings: Settings, app_name: str = "tideline",
+                  tools: bool = False) -> SparkSession:
+    """Create (or reuse) the session; Python workers run the interpreter that runs us.
+    `tools`: with the Spark UI and an event log (deployed jobs, recomputations)."""
     quiet_py4j()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -77,7 +99,8 @@ def build_session(settings: Settings, app_name: str = "tideline") -> SparkSessio
     )
     local = LOCAL_CHECKPOINT_CONF if is_local_path(settings.lake.checkpoints) else {}
     configured = {k: str(v) for k, v in settings.spark.conf.items()}
-    for key, value in {**BASE_CONF, **local, **configured}.items():
+    extra = tools_conf(settings) if tools else {}
+    for key, value in {**BASE_CONF, **local, **extra, **configured}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")

@@ -13,13 +13,20 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pandas as pd
 import pytest
 from reference.metrics_reference import experiment_metrics as reference_metrics
 
 from spark_jobs.cluster.daemons import kill_daemon, read_record, wait_until
 from spark_jobs.cluster.settings import ClusterSettings
-from spark_jobs.cluster.standalone import alive_workers, master_status, start_worker, worker_name
+from spark_jobs.cluster.standalone import (
+    alive_workers,
+    master_status,
+    start_history,
+    start_worker,
+    worker_name,
+)
 from spark_jobs.control.submit import freeze_settings, frozen_environment
 from spark_jobs.experiments.admin.metadata import add_ramps
 from spark_jobs.experiments.admin.snapshot import publish_snapshot
@@ -27,9 +34,11 @@ from spark_jobs.experiments.core.periods import RampRow
 from spark_jobs.experiments.traffic import TrafficSpec, generate, produce
 from spark_jobs.local.broker import EmbeddedBroker
 from spark_jobs.settings import Settings, load_settings
+from spark_jobs.streaming.application import read_application
 from spark_jobs.streaming.checkpoint import batch_watermark_ms, last_committed_batch
 from spark_jobs.streaming.lake.delta import read_arrow
 from spark_jobs.streaming.progress import read_progress
+from spark_jobs.streaming.settings import event_log_dir
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka, pytest.mark.e2e]
 
@@ -135,3 +144,25 @@ def test_the_pipeline_on_the_cluster_survives_a_lost_worker_exactly(
     apps = {app["name"] for app in master_status(standalone_cluster)["completedapps"]}
     assert {f"tideline-{job}" for job in JOBS} <= apps
     assert "Lost executor" in (folder / "experiment_metrics.log").read_text()
+    spark_tools_are_on(standalone_cluster, settings)
+
+
+def spark_tools_are_on(cluster: ClusterSettings, settings: Settings) -> None:
+    """Each job recorded its application and UI; the history server reads their event logs."""
+    completed = {app["id"] for app in master_status(cluster)["completedapps"]}
+    recorded = {job: read_application(settings, job) for job in JOBS}
+    for job, app in recorded.items():
+        assert app is not None and app["master"] == cluster.master_url, job
+        assert app["app_id"] in completed and str(app["ui"]).startswith("http://127.0.0.1:")
+    start_history(cluster, event_log_dir(settings.lake))
+    wanted = {app["app_id"] for app in recorded.values() if app}
+    assert wait_until(lambda: wanted <= history_applications(cluster), 120)
+
+
+def history_applications(cluster: ClusterSettings) -> set[str]:
+    """Application ids the history server lists (none while it is still starting)."""
+    try:
+        found = httpx.get(f"{cluster.history_ui}/api/v1/applications", timeout=10).json()
+    except (httpx.HTTPError, ValueError):
+        return set()
+    return {app["id"] for app in found}

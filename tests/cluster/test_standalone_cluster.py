@@ -55,7 +55,8 @@ def run_driver(cluster: ClusterSettings) -> dict[str, int]:
 
 def test_a_job_runs_on_two_workers(standalone_cluster: ClusterSettings) -> None:
     status = cluster_status(standalone_cluster)
-    assert status.up and status.daemons == {"master": True, "worker-1": True, "worker-2": True}
+    daemons = {"master": True, "worker-1": True, "worker-2": True}
+    assert status.up and daemons.items() <= status.daemons.items()
     assert len(alive_workers(status.master)) == 2
     assert run_driver(standalone_cluster) == {"total": 999_000, "executors": 2}
     completed = master_status(standalone_cluster)["completedapps"]

@@ -17,6 +17,7 @@ from fastapi.staticfiles import StaticFiles
 
 from spark_jobs.contracts.tables import TABLE_ALERTS, TABLE_VALIDATION_RESULTS
 from spark_jobs.control.ui.html_tables import Link, page, table
+from spark_jobs.control.ui.spark_apps import spark_section
 from spark_jobs.settings import Settings, load_settings
 from spark_jobs.streaming.lake.delta import TableMissingError, read_arrow
 
@@ -54,6 +55,7 @@ def jobs_page(settings: Settings) -> str:
                   "No record dropped or dead-lettered yet.")
     body += f"<ul>{''.join(problems)}</ul>" if problems else "<p class='ok'>No problem.</p>"
     body += "<p>Logs: " + ", ".join(escape(s["log"]) for s in statuses) + "</p>"
+    body += spark_section(settings, [s["job"] for s in statuses])
     return page("Streaming jobs", body, refresh_s=15)
 
 
