@@ -8,7 +8,7 @@ window (as tests/samples/test_training_samples_job.py does). For each `--limits`
 (jobs.max_records_per_trigger; a fresh broker, lake and Spark session each) the job starts
 as the runner starts it (start_job, available-now trigger) and runs until it stops, i.e.
 until every view's sample is out. Its sink is wrapped to time the plan (`toArrow()`: source
-read, shuffle, transformWithState), the Avro publish and the rest (Delta insert of the
+read, shuffles, the two bucketed stateful steps), the Avro publish and the rest (Delta insert of the
 samples, orphans, dead letters).
 
 1. Throughput. End to end: input records and samples over the time from query start to
@@ -23,11 +23,11 @@ samples, orphans, dead letters).
 2. State. Every batch is replayed through the pure joiner (the same offset ranges and the
    batch's watermark, each touched user's state pickled and unpickled as BlobState does):
    it gives the pending views and engagements after each batch and their bytes
-   (UserJoinState.to_bytes, and as BlobState stores it), next to the state operator's
+   (UserJoinState.to_bytes, and pickled with its wake-up), next to the state operators'
    numRowsTotal, memoryUsedBytes and RocksDB SST size of the same batch. Reported at the
    last batch that closed no view (event time advanced less than the window: every view read
    is pending) and at the peak; the replay's samples per batch must equal the job's. The
-   value state at that batch is also read back with Spark's state data source. The replay's
+   bucket state at that batch is also read back with Spark's state data source. The replay's
    own speed is the ceiling of the Python logic; a batch read of both topics with the same
    JSON extraction (no shuffle, no state) is the source's.
 
@@ -247,7 +247,7 @@ class JobRun:
 
 def run_job(settings: Settings, timeout_s: float, state_batch_of: Any) -> JobRun:
     """Start the session (not timed), then the job (timed) until it stops by itself; then
-    read back the value state at the batch `state_batch_of(progresses)` names."""
+    read back the bucket state at the batch `state_batch_of(progresses)` names."""
     from spark_jobs.streaming.runner import start_job
     from spark_jobs.streaming.spark_session import build_session
 
@@ -302,18 +302,26 @@ def source_probe(spark: Any, settings: Settings) -> dict[str, Any]:
             "records_per_s": round(rows / seconds) if seconds else None}
 
 
+STATE_OPERATORS = ((0, "dedup"), (1, "join"))  # the query's stateful steps, in plan order
+
+
 def stored_state(spark: Any, settings: Settings, batch_id: int) -> dict[str, Any]:
-    """The job's value state after `batch_id`, read with Spark's state data source: one
-    row per user with pending records, the BlobState value (pickled (blob, timer))."""
-    try:
-        frame = (spark.read.format("statestore")
-                 .option("path", settings.lake.checkpoint(JOB))
-                 .option("batchId", batch_id).option("stateVarName", "state").load())
-        sizes = frame.selectExpr("length(value.blob) AS bytes").toArrow()["bytes"].to_pylist()
-    except Exception as exc:  # a reader limitation must not lose the run's other numbers
-        return {"batch": batch_id, "error": str(exc).splitlines()[0][:300]}
-    return {"batch": batch_id, "users": len(sizes), "value_bytes": sum(sizes),
-            "value_bytes_per_user": percentiles(sizes, (50, 99))}
+    """The job's state after `batch_id`, read with Spark's state data source: per stateful
+    step (view_id de-duplication, per-user join) one row per bucket holding keys, its blob
+    (streaming/bucketed/store.py)."""
+    found: dict[str, Any] = {"batch": batch_id}
+    for operator, step in STATE_OPERATORS:
+        try:
+            frame = (spark.read.format("statestore")
+                     .option("path", settings.lake.checkpoint(JOB))
+                     .option("batchId", batch_id).option("operatorId", operator).load())
+            sizes = frame.selectExpr("length(value.blob) AS bytes").toArrow()[
+                "bytes"].to_pylist()
+        except Exception as exc:  # a reader limitation must not lose the run's other numbers
+            return {**found, "error": str(exc).splitlines()[0][:300]}
+        found[step] = {"buckets": len(sizes), "value_bytes": sum(sizes),
+                       "value_bytes_per_bucket": percentiles(sizes, (50, 99))}
+    return found
 
 
 # ---------------------------------------------------------------- the pure replay
@@ -434,10 +442,18 @@ def state_point(batches: list[Progress], first_view_ms: int, window_ms: int) -> 
 
 
 def operator_state(progress: Progress) -> dict[str, Any]:
+    """The state operators' numbers, summed over the query's stateful steps."""
     ops = progress.get("stateOperators") or [{}]
-    op = ops[0]
-    return {"numRowsTotal": op.get("numRowsTotal"), "memoryUsedBytes": op.get("memoryUsedBytes"),
-            "customMetrics": op.get("customMetrics", {})}
+
+    def total(values: list[Any]) -> int | None:
+        known = [v for v in values if v is not None]
+        return sum(known) if known else None
+
+    sst = total([op.get("customMetrics", {}).get("rocksdbSstFileSize") for op in ops])
+    return {"numRowsTotal": total([op.get("numRowsTotal") for op in ops]),
+            "memoryUsedBytes": total([op.get("memoryUsedBytes") for op in ops]),
+            "commitTimeMs": total([op.get("commitTimeMs") for op in ops]),
+            "customMetrics": {"rocksdbSstFileSize": sst}}
 
 
 def state_report(progress: Progress, snap: Snapshot, first_view_ms: int) -> dict[str, Any]:
@@ -492,7 +508,7 @@ def batch_rows(batches: list[Progress], timings: dict[int, dict[str, Any]],
             **{k: p["durationMs"].get(k, 0) for k in DURATIONS},
             "plan_ms": t.get("plan_ms"), "publish_ms": t.get("publish_ms"),
             "delta_ms": t.get("delta_ms"),
-            "state_commit_ms": (p.get("stateOperators") or [{}])[0].get("commitTimeMs"),
+            "state_commit_ms": op["commitTimeMs"],
         })
     return rows
 
@@ -624,11 +640,13 @@ def _cell(run: dict[str, Any], what: str) -> str:
                 f"per user p50 {rep['blob_bytes_per_user']['p50']:,.0f} B, p99 "
                 f"{rep['blob_bytes_per_user']['p99']:,.0f} B")
     if what == "stored":
-        if not stored.get("users"):
+        if "join" not in stored:
             return stored.get("error", "-")
-        return (f"batch {stored['batch']}: {stored['value_bytes']:,} B over "
-                f"{stored['users']:,} users = {stored.get('bytes_per_pending_view')} B per "
-                f"pending view")
+        join, dedup = stored["join"], stored["dedup"]
+        return (f"batch {stored['batch']}: join {join['value_bytes']:,} B in "
+                f"{join['buckets']} buckets = {stored.get('bytes_per_pending_view')} B per "
+                f"pending view; de-dup {dedup['value_bytes']:,} B in {dedup['buckets']} "
+                f"buckets = {stored.get('dedup_bytes_per_view_read')} B per view read")
     if what == "source":
         return f"{probe['records_per_s']:,} records/s"
     if what == "python":
@@ -648,7 +666,7 @@ ROWS = (
     ("point", "state when no view has closed yet"),
     ("peak", "state at the most pending views"),
     ("blob", "pickled UserJoinState.to_bytes (domain), at the first of those"),
-    ("stored", "value state read back (state data source), same batch"),
+    ("stored", "bucket state read back (state data source), same batch"),
     ("source", "source alone: both topics, batch read + JSON key/ts (warm session)"),
     ("python", "pure joiner replay of the same batches (1 core, with state pickling)"),
 )
@@ -728,9 +746,13 @@ def run_limit(args: argparse.Namespace, limit: int, records: list[Record],
         for label, batch in (("pending_point", point), ("peak", peak.batch)):
             reports[label] = (None if batch is None else
                               state_report(progress_of[batch], by_batch[batch], first_view))
-        if run.stored.get("users") and point is not None and by_batch[point].views:
+        if "join" in run.stored and point is not None and by_batch[point].views:
             run.stored["bytes_per_pending_view"] = round(
-                run.stored["value_bytes"] / by_batch[point].views, 1)
+                run.stored["join"]["value_bytes"] / by_batch[point].views, 1)
+            views_read = sum(end for key, end in end_offsets_of(progress_of[point]).items()
+                             if key.startswith(f"{TOPIC_VIEWS}/"))
+            run.stored["dedup_bytes_per_view_read"] = round(
+                run.stored["dedup"]["value_bytes"] / max(1, views_read), 1)
         check = sample_check(settings, mix["distinct_views"],
                              sum(r["samples"] for r in rows), sum(s.samples for s in snapshots))
     return {

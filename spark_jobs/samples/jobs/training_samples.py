@@ -102,7 +102,8 @@ def build(spark: SparkSession, settings: Settings) -> DataFrame:
     timed = with_event_time(keyed, ts, samples.lateness_ms,
                             max_clock_skew_ms=settings.jobs.max_clock_skew_ms)
     buckets = settings.jobs.state_buckets
-    deduped = ViewDedupProcessor(timed.schema, samples.dedup_ttl_ms).apply(
+    deduped = ViewDedupProcessor(timed.schema, samples.dedup_ttl_ms,
+                                 settings.jobs.max_message_bytes).apply(
         timed.withColumn(VIEW_KEY, view_key(F.col("kafka_topic"), text)), buckets)
     joined = SampleJoinProcessor(join_parameters(settings), settings.jobs.max_message_bytes
                                  ).apply(deduped, buckets)

@@ -6,7 +6,8 @@ user) still sees every user's records together: the de-duplication is across use
 cannot share the join's key. Rows go through unchanged, as whole frames (only views are
 parsed), with three more columns: `first_user_id`, `first_post_id` and `first_ts` are set on
 a view dropped as a duplicate (the join counts it and judges the id's engagements against its
-first arrival). Only views have state: each view_id's first arrival (FirstArrival bytes) in
+first arrival), and the PARSED columns carry each view this step parsed, so that the join does
+not parse it a second time (it parses what they leave null). Only views have state: each view_id's first arrival (FirstArrival bytes) in
 its bucket's blob until its ts + samples.dedup_ttl, one event-time timeout per bucket at the
 earliest of those. Engagements share one key per Kafka partition and pass through; so do
 views that cannot be parsed (the join dead-letters them), views from the future (the join's
@@ -23,8 +24,9 @@ import pandas as pd
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupState
-from pyspark.sql.types import LongType, StructField, StructType
+from pyspark.sql.types import LongType, StringType, StructField, StructType
 
+from spark_jobs.contracts.json_gate import DEFAULT_MAX_MESSAGE_BYTES
 from spark_jobs.contracts.topics import TOPIC_VIEWS
 from spark_jobs.samples.core.dedup import DuplicateView, FirstArrival, dedup_views
 from spark_jobs.samples.core.records import Source, View, parse_view
@@ -37,6 +39,10 @@ from spark_jobs.streaming.event_time import FUTURE_COLUMN
 VIEW_KEY = "view_key"  # the grouping column (not in the output)
 FIRST_USER, FIRST_POST, FIRST_TS = "first_user_id", "first_post_id", "first_ts"
 _FIRST = (FIRST_USER, FIRST_POST, FIRST_TS)
+# a view as this step parsed it, so the join need not parse it again (null: parse it there)
+PARSED = (PARSED_VIEW_ID, PARSED_USER, PARSED_POST, PARSED_TS, PARSED_CONTEXT) = (
+    "parsed_view_id", "parsed_user_id", "parsed_post_id", "parsed_ts", "parsed_context")
+_PARSED_TYPES = (StringType(), LongType(), LongType(), LongType(), StringType())
 _COORDINATES = ("kafka_topic", "kafka_partition", "kafka_offset", "kafka_timestamp",
                 "kafka_key")
 
@@ -50,9 +56,23 @@ def view_key(topic: Column, value_text: Column) -> Column:
 
 
 def dedup_schema(columns: StructType) -> StructType:
-    """The input columns, then the first arrival's user, post and ts of a duplicate view."""
-    return StructType([*columns.fields, *(StructField(name, LongType(), True)
-                                          for name in _FIRST)])
+    """The input columns, the first arrival's user, post and ts of a duplicate view, then
+    the fields of a view this step parsed."""
+    return StructType([
+        *columns.fields, *(StructField(name, LongType(), True) for name in _FIRST),
+        *(StructField(n, t, True) for n, t in zip(PARSED, _PARSED_TYPES, strict=True))])
+
+
+def parsed_view(row: Any, source: Source) -> View | None:
+    """The view the de-duplication parsed for the join (PARSED columns), None if it did
+    not; its raw text is the received value's, as parse_view gives it."""
+    view_id = getattr(row, PARSED_VIEW_ID, None)
+    if view_id is None:
+        return None
+    value = row.value
+    text = value if isinstance(value, str) else bytes(value).decode("utf-8", "replace")
+    return View(view_id, getattr(row, PARSED_USER), getattr(row, PARSED_POST),
+                getattr(row, PARSED_TS), getattr(row, PARSED_CONTEXT), source, text)
 
 
 class ViewDedupProcessor(BucketedProcessor[FirstArrival]):
@@ -63,10 +83,12 @@ class ViewDedupProcessor(BucketedProcessor[FirstArrival]):
     key_field = VIEW_KEY
     checks_future = False  # a view from the future passes through, outside any state
 
-    def __init__(self, columns: StructType, ttl_ms: int) -> None:
+    def __init__(self, columns: StructType, ttl_ms: int,
+                 join_max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
         super().__init__(dedup_schema(columns), (VIEW_KEY, *_COORDINATES, "value"))
         self.columns = list(columns.fieldNames())
         self.ttl_ms = ttl_ms
+        self.join_max_bytes = join_max_bytes  # views larger than this are the join's to parse
 
     def __call__(self, key: tuple[Any, ...], frames: Iterator[pd.DataFrame],
                  state: GroupState) -> Iterator[pd.DataFrame]:
@@ -81,15 +103,17 @@ class ViewDedupProcessor(BucketedProcessor[FirstArrival]):
         store = BucketStore.from_blob(blob[0] if blob is not None else None, self.buckets)
         for expired in list(store.due(watermark)):  # as dedup_views would forget them
             store.put(expired, None, None)
-        duplicates = {} if frame is None else self.judge(store, frame, watermark)
+        parsed: dict[int, View] = {}
+        duplicates = {} if frame is None else self.judge(store, frame, watermark, parsed)
         self._keep(state, store, watermark)
-        yield self._out(frame, duplicates)
+        yield self._out(frame, duplicates, parsed)
 
-    def judge(self, store: BucketStore, frame: pd.DataFrame, watermark_ms: int
-              ) -> dict[int, DuplicateView]:
+    def judge(self, store: BucketStore, frame: pd.DataFrame, watermark_ms: int,
+              parsed: dict[int, View]) -> dict[int, DuplicateView]:
         """The duplicates among the frame's views (by row position); first arrivals into
-        `store`. A view that does not parse, or whose parsed view_id is not the one Spark
-        read, is no candidate (the join dead-letters it)."""
+        `store`; the views parsed for the join into `parsed`. A view that does not parse, or
+        whose parsed view_id is not the one Spark read, is no candidate (the join
+        dead-letters it)."""
         candidates = (frame["kafka_topic"] == TOPIC_VIEWS) & frame[FUTURE_COLUMN].isna()
         if not candidates.any():
             return {}
@@ -100,7 +124,11 @@ class ViewDedupProcessor(BucketedProcessor[FirstArrival]):
         for at, (view_id, value, *coordinates) in zip(
                 views.index.tolist(), zip(*columns, strict=True), strict=True):
             record = parse_view(value, Source(*coordinates))
-            if isinstance(record, View) and record.view_id == view_id:
+            if not isinstance(record, View):
+                continue
+            if len(value) <= self.join_max_bytes:  # the join's parse would give the same
+                parsed[at] = record
+            if record.view_id == view_id:
                 by_key.setdefault(view_id, []).append(record)
                 position[(record.source.partition, record.source.offset)] = at
         duplicates: dict[int, DuplicateView] = {}
@@ -116,16 +144,22 @@ class ViewDedupProcessor(BucketedProcessor[FirstArrival]):
                           None if first is None else first.next_wakeup())
         return duplicates
 
-    def _out(self, frame: pd.DataFrame | None, duplicates: dict[int, DuplicateView]
-             ) -> pd.DataFrame:
-        """The frame's own columns and the first arrival of each duplicate."""
+    def _out(self, frame: pd.DataFrame | None, duplicates: dict[int, DuplicateView],
+             parsed: dict[int, View]) -> pd.DataFrame:
+        """The frame's own columns, the first arrival of each duplicate, the parsed views."""
         if frame is None:
             return to_frame([], self.schema)
         out = frame[self.columns].copy()
-        firsts: list[list[int | None]] = [[None] * len(frame) for _ in _FIRST]
+        added: dict[str, list[Any]] = {name: [None] * len(frame) for name in (*_FIRST, *PARSED)}
         for at, d in duplicates.items():
-            firsts[0][at], firsts[1][at], firsts[2][at] = (
+            added[FIRST_USER][at], added[FIRST_POST][at], added[FIRST_TS][at] = (
                 d.first_user_id, d.first_post_id, d.first_ts)
-        for name, values in zip(_FIRST, firsts, strict=True):
-            out[name] = pd.array(values, dtype="Int64")
+        for at, v in parsed.items():
+            for name, field in zip(PARSED, (v.view_id, v.user_id, v.post_id, v.ts, v.context),
+                                   strict=True):
+                added[name][at] = field
+        for name, data_type in zip((*_FIRST, *PARSED), (*(LongType(),) * 3, *_PARSED_TYPES),
+                                   strict=True):
+            out[name] = pd.array(added[name], dtype="Int64" if isinstance(
+                data_type, LongType) else object)
         return out

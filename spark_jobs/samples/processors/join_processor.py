@@ -54,7 +54,13 @@ from spark_jobs.samples.core.records import (
     parse_engagement,
     parse_view,
 )
-from spark_jobs.samples.processors.dedup_processor import FIRST_POST, FIRST_TS, FIRST_USER
+from spark_jobs.samples.processors.dedup_processor import (
+    FIRST_POST,
+    FIRST_TS,
+    FIRST_USER,
+    PARSED,
+    parsed_view,
+)
 from spark_jobs.streaming.bucketed.processor import BucketedProcessor
 from spark_jobs.streaming.lake.dead_letters import DeadLetter, origin_columns
 from spark_jobs.streaming.processor import output_schema as processor_schema
@@ -67,7 +73,7 @@ _DETAILS = {  # the detail of a join's dead letter (the parser gives its own)
 # what the processor reads of an input row (the de-duplication's output)
 INPUT_FIELDS = (
     "user_id", "kafka_topic", "kafka_partition", "kafka_offset", "kafka_timestamp",
-    "kafka_key", "value", FIRST_USER, FIRST_POST, FIRST_TS,
+    "kafka_key", "value", FIRST_USER, FIRST_POST, FIRST_TS, *PARSED,
 )
 
 
@@ -103,7 +109,7 @@ def parsed(rows: Iterable[Any], signals: Sequence[str],
                         row.kafka_timestamp, row.kafka_key)
         try:
             if row.kafka_topic == TOPIC_VIEWS:
-                view = parse_view(row.value, source, max_bytes)
+                view = parsed_view(row, source) or parse_view(row.value, source, max_bytes)
                 first_user = getattr(row, FIRST_USER, None)
                 if first_user is not None and isinstance(view, View):
                     view = DuplicateView(view, first_user, getattr(row, FIRST_POST),
