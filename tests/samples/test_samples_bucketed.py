@@ -72,18 +72,88 @@ def bucket(key: Any) -> int:
     return UNKEYED if key is None else zlib.crc32(str(key).encode()) % BUCKETS
 
 
-class Step:
-    """One stateful step: its buckets' states, called per micro-batch as Spark calls it."""
+class KeyHandle:
+    """What transformWithStateInPandas offers one key (a bucket): its value and timers."""
 
-    def __init__(self, processor: Any, key: str) -> None:
-        self.processor, self.key = processor, key
+    def __init__(self) -> None:
+        self.value: tuple[bytes] | None = None
+        self.timers: set[int] = set()
+
+    def getValueState(self, name: str, schema: Any) -> KeyHandle:
+        return self
+
+    def get(self) -> tuple[bytes] | None:
+        return self.value
+
+    def update(self, value: tuple[bytes]) -> None:
+        self.value = value
+
+    def clear(self) -> None:
+        self.value = None
+
+    def registerTimer(self, ms: int) -> None:
+        self.timers.add(ms)
+
+    def deleteTimer(self, ms: int) -> None:
+        self.timers.remove(ms)
+
+    def listTimers(self) -> list[int]:
+        return sorted(self.timers)
+
+
+class Watermark:
+    def __init__(self, ms: int) -> None:
+        self.ms = ms
+
+    def getCurrentWatermarkInMs(self) -> int:
+        return self.ms
+
+
+def grouped(frame: pd.DataFrame, key: str) -> dict[int, pd.DataFrame]:
+    """The frame's rows by bucket of `key`, in chunks and no particular order, as Spark
+    hands them over."""
+    if frame.empty:
+        return {}
+    keys = column_values(frame[key])  # ints, None for NA
+    buckets = pd.Series([bucket(k) for k in keys], index=frame.index, dtype=object)
+    return {b: rows.sample(frac=1, random_state=len(rows))
+            for b, rows in frame.groupby(buckets, sort=False)}
+
+
+class Dedup:
+    """The de-duplication as transformWithStateInPandas runs it: each bucket's rows, then
+    the buckets whose timer the watermark reached."""
+
+    def __init__(self, processor: ViewDedupProcessor) -> None:
+        self.processor = processor
+        processor.buckets = BUCKETS
+        self.handles: dict[int, KeyHandle] = defaultdict(KeyHandle)
+
+    def batch(self, frame: pd.DataFrame, watermark: int) -> list[pd.DataFrame]:
+        out = []
+        for b, rows in grouped(frame, VIEW_KEY).items():
+            self.processor.init(self.handles[b])
+            out.extend(self.processor.handleInputRows(
+                (b,), iter([rows.iloc[:2], rows.iloc[2:]]), Watermark(watermark)))
+        for b, handle in self.handles.items():
+            for due in [t for t in handle.timers if t <= watermark]:
+                handle.timers.remove(due)
+                self.processor.init(handle)
+                out.extend(self.processor.handleExpiredTimer((b,), Watermark(watermark), None))
+        return out
+
+
+class Join:
+    """The join as applyInPandasWithState runs it: each bucket's rows, then the buckets
+    whose timeout the watermark passed, called without rows."""
+
+    def __init__(self, processor: SampleJoinProcessor) -> None:
+        self.processor = processor
         processor.buckets = BUCKETS
         self.states: dict[int, FakeState] = defaultdict(FakeState)
 
-    def batch(self, frame: pd.DataFrame, watermark: int) -> pd.DataFrame:
-        keys = [] if frame.empty else column_values(frame[self.key])  # ints, None for NA
-        buckets = pd.Series([bucket(k) for k in keys], index=frame.index, dtype=object)
-        groups = dict(iter(frame.groupby(buckets, sort=False)))
+    def batch(self, frame: pd.DataFrame, watermark: int) -> list[pd.DataFrame]:
+        groups = grouped(frame, "user_id")
         out = []
         for b in {*groups, *self.states}:
             state = self.states[b]
@@ -91,13 +161,14 @@ class Step:
             state.hasTimedOut = b not in groups
             if state.hasTimedOut and (state.timeout is None or state.timeout >= watermark):
                 continue  # Spark times a group out once the watermark is past its timestamp
-            if not state.hasTimedOut:  # frames arrive in chunks, in no particular order
-                rows = groups[b].sample(frac=1, random_state=len(groups[b]))
-                chunks = [rows.iloc[:2], rows.iloc[2:]]
-            else:
-                chunks = []
+            rows = groups.get(b)
+            chunks = [] if rows is None else [rows.iloc[:2], rows.iloc[2:]]
             out.extend(self.processor((b,), iter(chunks), state))
-        return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
+        return out
+
+
+def concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
 def outputs(frame: pd.DataFrame) -> list[dict[str, Any]]:
@@ -107,13 +178,13 @@ def outputs(frame: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def run_case(params: JoinParameters, ttl: int, batches: list, watermarks: list[int]) -> tuple:
-    dedup = Step(ViewDedupProcessor(COLUMNS, ttl), VIEW_KEY)
-    join = Step(SampleJoinProcessor(params), "user_id")
+    dedup = Dedup(ViewDedupProcessor(COLUMNS, ttl))
+    join = Join(SampleJoinProcessor(params))
     samples, orphans, dead, duplicates = [], [], [], 0
     for batch, watermark in [*zip(batches, watermarks, strict=True), ([], END)]:
         frame = typed([message(r) for r in batch]) if batch else pd.DataFrame(
             columns=[*COLUMNS.fieldNames(), VIEW_KEY])
-        for row in outputs(join.batch(dedup.batch(frame, watermark), watermark)):
+        for row in outputs(concat(join.batch(concat(dedup.batch(frame, watermark)), watermark))):
             source = Source(row["topic"], row["partition"], row["offset"],
                             row["kafka_timestamp"], row["key"])
             if row["kind"] == "sample":
@@ -127,7 +198,8 @@ def run_case(params: JoinParameters, ttl: int, batches: list, watermarks: list[i
                 dead.append((row["reason"], source))
             else:
                 duplicates += row["dropped"]
-    assert all(s.value is None for s in (*dedup.states.values(), *join.states.values()))
+    assert all(h.value is None and not h.timers for h in dedup.handles.values())
+    assert all(s.value is None for s in join.states.values())
     return sorted(samples), sorted(orphans, key=repr), sorted(dead, key=repr), duplicates
 
 

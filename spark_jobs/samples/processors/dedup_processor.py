@@ -1,17 +1,18 @@
 """Spark adapter of the view de-duplication (core/dedup.py): view_ids in buckets, ahead of
 the per-user join, so that a view_id re-sent under another user, or after its sample, is seen.
 
-Keyed by the bucket of the view_id (streaming/bucketed), so the job's second grouping (by
-user) still sees every user's records together: the de-duplication is across users, so it
+Keyed by the bucket of the view_id (streaming/bucketed/keys.py), so the job's second grouping
+(by user) still sees every user's records together: the de-duplication is across users, so it
 cannot share the join's key. Rows go through unchanged, as whole frames (only views are
-parsed), with three more columns: `first_user_id`, `first_post_id` and `first_ts` are set on
-a view dropped as a duplicate (the join counts it and judges the id's engagements against its
-first arrival), and the PARSED columns carry each view this step parsed, so that the join does
-not parse it a second time (it parses what they leave null). Only views have state: each view_id's first arrival (FirstArrival bytes) in
-its bucket's blob until its ts + samples.dedup_ttl, one event-time timeout per bucket at the
-earliest of those. Engagements share one key per Kafka partition and pass through; so do
-views that cannot be parsed (the join dead-letters them), views from the future (the join's
-base dead-letters them `future`) and views behind the watermark (the join dead-letters them
+parsed), with more columns: `first_user_id`, `first_post_id` and `first_ts` are set on a view
+dropped as a duplicate (the join counts it and judges the id's engagements against its first
+arrival), and the PARSED columns carry each view this step parsed, so that the join does not
+parse it a second time (it parses what they leave null). Only views have state: each
+view_id's first arrival (FirstArrival bytes) in its bucket's blob (streaming/bucketed/
+store.py) until its ts + samples.dedup_ttl, one event-time timer per bucket at the earliest
+of those. Engagements share one key per Kafka partition and pass through; so do views that
+cannot be parsed (the join dead-letters them), views from the future (the join's base
+dead-letters them `future`) and views behind the watermark (the join dead-letters them
 `late`).
 """
 
@@ -21,9 +22,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pandas as pd
-from pyspark.sql import Column
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.streaming.state import GroupState
+from pyspark.sql.streaming.stateful_processor import (
+    StatefulProcessor,
+    StatefulProcessorHandle,
+    TimerValues,
+)
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from spark_jobs.contracts.json_gate import DEFAULT_MAX_MESSAGE_BYTES
@@ -31,10 +36,10 @@ from spark_jobs.contracts.topics import TOPIC_VIEWS
 from spark_jobs.samples.core.dedup import DuplicateView, FirstArrival, dedup_views
 from spark_jobs.samples.core.records import Source, View, parse_view
 from spark_jobs.streaming.bucketed.frames import column_values, to_frame
-from spark_jobs.streaming.bucketed.keys import UNKEYED
-from spark_jobs.streaming.bucketed.processor import BucketedProcessor
-from spark_jobs.streaming.bucketed.store import BucketStore
+from spark_jobs.streaming.bucketed.keys import BUCKET_COLUMN, UNKEYED, with_bucket
+from spark_jobs.streaming.bucketed.store import STATE_SCHEMA, BucketStore
 from spark_jobs.streaming.event_time import FUTURE_COLUMN
+from spark_jobs.streaming.processor import keep_one_timer
 
 VIEW_KEY = "view_key"  # the grouping column (not in the output)
 FIRST_USER, FIRST_POST, FIRST_TS = "first_user_id", "first_post_id", "first_ts"
@@ -75,38 +80,75 @@ def parsed_view(row: Any, source: Source) -> View | None:
                 getattr(row, PARSED_TS), getattr(row, PARSED_CONTEXT), source, text)
 
 
-class ViewDedupProcessor(BucketedProcessor[FirstArrival]):
+class ViewDedupProcessor(StatefulProcessor):
     """The rows of a bucket of view_ids -> the same rows, duplicates marked with the first
-    arrival. Its output is its input plus _FIRST, so it keeps whole frames instead of the
-    base's per-row records; the base gives the bucketing, the timeout and the store."""
+    arrival, and the views it parsed. Its output is its input plus columns, so it keeps
+    whole frames instead of per-row records.
 
-    key_field = VIEW_KEY
-    checks_future = False  # a view from the future passes through, outside any state
+    A transformWithStateInPandas keyed by bucket, not applyInPandasWithState as the join:
+    Spark refuses two applyInPandasWithState in one query. The bucket's BucketStore is one
+    value, and one event-time timer (its earliest forgetting) is kept per bucket."""
 
     def __init__(self, columns: StructType, ttl_ms: int,
                  join_max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
-        super().__init__(dedup_schema(columns), (VIEW_KEY, *_COORDINATES, "value"))
+        self.schema = dedup_schema(columns)
         self.columns = list(columns.fieldNames())
         self.ttl_ms = ttl_ms
         self.join_max_bytes = join_max_bytes  # views larger than this are the join's to parse
+        self.buckets = 1  # set by `apply`
 
-    def __call__(self, key: tuple[Any, ...], frames: Iterator[pd.DataFrame],
-                 state: GroupState) -> Iterator[pd.DataFrame]:
-        watermark = state.getCurrentWatermarkMs()
-        chunks = [] if state.hasTimedOut else [f for f in frames if len(f)]
+    def apply(self, df: DataFrame, buckets: int) -> DataFrame:
+        """`df` (with VIEW_KEY) through the de-duplication, view_ids in `buckets` buckets
+        (fixed by the query's checkpoint: jobs.state_buckets)."""
+        self.buckets = buckets
+        return with_bucket(df, VIEW_KEY, buckets).groupBy(
+            BUCKET_COLUMN).transformWithStateInPandas(self, self.schema, "Append", "EventTime")
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.handle = handle
+        self.blob = handle.getValueState("blob", STATE_SCHEMA)
+
+    def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame],
+                        timerValues: TimerValues) -> Iterator[pd.DataFrame]:
+        watermark = timerValues.getCurrentWatermarkInMs()
+        chunks = [f for f in rows if len(f)]
         frame = pd.concat(chunks, ignore_index=True) if len(chunks) > 1 else (
             chunks[0].reset_index(drop=True) if chunks else None)
         if int(key[0]) == UNKEYED:  # no view_id: the join dead-letters these views
-            yield self._out(frame, {})
+            yield self._out(frame, {}, {})
             return
-        blob = state.getOption
-        store = BucketStore.from_blob(blob[0] if blob is not None else None, self.buckets)
-        for expired in list(store.due(watermark)):  # as dedup_views would forget them
-            store.put(expired, None, None)
+        store = self._load(watermark)
         parsed: dict[int, View] = {}
         duplicates = {} if frame is None else self.judge(store, frame, watermark, parsed)
-        self._keep(state, store, watermark)
+        self._save(store, watermark)
         yield self._out(frame, duplicates, parsed)
+
+    def handleExpiredTimer(self, key: Any, timerValues: TimerValues,
+                           expiredTimerInfo: Any) -> Iterator[pd.DataFrame]:
+        watermark = timerValues.getCurrentWatermarkInMs()
+        self._save(self._load(watermark), watermark)
+        return iter(())
+
+    def close(self) -> None:
+        pass
+
+    def _load(self, watermark_ms: int) -> BucketStore:
+        """The bucket's first arrivals, those the watermark has passed forgotten (as
+        dedup_views would forget them)."""
+        stored = self.blob.get()
+        store = BucketStore.from_blob(stored[0] if stored else None, self.buckets)
+        for expired in list(store.due(watermark_ms)):
+            store.put(expired, None, None)
+        return store
+
+    def _save(self, store: BucketStore, watermark_ms: int) -> None:
+        """Keep the bucket and one timer at its earliest forgetting."""
+        if store.is_empty():
+            self.blob.clear()
+        else:
+            self.blob.update((store.to_blob(),))
+        keep_one_timer(self.handle, self.handle.listTimers(), store.next_wakeup(),
+                       watermark_ms)
 
     def judge(self, store: BucketStore, frame: pd.DataFrame, watermark_ms: int,
               parsed: dict[int, View]) -> dict[int, DuplicateView]:
