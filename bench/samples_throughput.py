@@ -302,25 +302,36 @@ def source_probe(spark: Any, settings: Settings) -> dict[str, Any]:
             "records_per_s": round(rows / seconds) if seconds else None}
 
 
-STATE_OPERATORS = ((0, "dedup"), (1, "join"))  # the query's stateful steps, in plan order
+# the query's stateful steps: (name, state data source options, the blob's column)
+STATE_STEPS = (("join", {}, "value.groupState.blob"),  # applyInPandasWithState
+               ("dedup", {"stateVarName": "blob"}, "value.blob"))  # transformWithStateInPandas
 
 
 def stored_state(spark: Any, settings: Settings, batch_id: int) -> dict[str, Any]:
     """The job's state after `batch_id`, read with Spark's state data source: per stateful
-    step (view_id de-duplication, per-user join) one row per bucket holding keys, its blob
-    (streaming/bucketed/store.py)."""
+    step (per-user join, view_id de-duplication) one row per bucket holding its keys' blob
+    (streaming/bucketed/store.py). Operator ids follow Spark's planning, so each step is
+    looked for under both."""
     found: dict[str, Any] = {"batch": batch_id}
-    for operator, step in STATE_OPERATORS:
-        try:
-            frame = (spark.read.format("statestore")
-                     .option("path", settings.lake.checkpoint(JOB))
-                     .option("batchId", batch_id).option("operatorId", operator).load())
-            sizes = frame.selectExpr("length(value.blob) AS bytes").toArrow()[
-                "bytes"].to_pylist()
-        except Exception as exc:  # a reader limitation must not lose the run's other numbers
-            return {**found, "error": str(exc).splitlines()[0][:300]}
-        found[step] = {"buckets": len(sizes), "value_bytes": sum(sizes),
-                       "value_bytes_per_bucket": percentiles(sizes, (50, 99))}
+    errors = []
+    for step, options, column in STATE_STEPS:
+        for operator in (0, 1):
+            try:
+                frame = (spark.read.format("statestore")
+                         .option("path", settings.lake.checkpoint(JOB))
+                         .option("batchId", batch_id).option("operatorId", operator)
+                         .options(**options).load())
+                sizes = frame.selectExpr(f"length({column}) AS bytes").toArrow()[
+                    "bytes"].to_pylist()
+            except Exception as exc:  # not this operator, or a reader limitation
+                errors.append(f"{step}/{operator}: {str(exc).splitlines()[0][:200]}")
+                continue
+            found[step] = {"operator": operator, "buckets": len(sizes),
+                           "value_bytes": sum(sizes),
+                           "value_bytes_per_bucket": percentiles(sizes, (50, 99))}
+            break
+    if "join" not in found or "dedup" not in found:
+        found["error"] = "; ".join(errors)
     return found
 
 
@@ -640,7 +651,7 @@ def _cell(run: dict[str, Any], what: str) -> str:
                 f"per user p50 {rep['blob_bytes_per_user']['p50']:,.0f} B, p99 "
                 f"{rep['blob_bytes_per_user']['p99']:,.0f} B")
     if what == "stored":
-        if "join" not in stored:
+        if "join" not in stored or "dedup" not in stored:
             return stored.get("error", "-")
         join, dedup = stored["join"], stored["dedup"]
         return (f"batch {stored['batch']}: join {join['value_bytes']:,} B in "
@@ -746,7 +757,7 @@ def run_limit(args: argparse.Namespace, limit: int, records: list[Record],
         for label, batch in (("pending_point", point), ("peak", peak.batch)):
             reports[label] = (None if batch is None else
                               state_report(progress_of[batch], by_batch[batch], first_view))
-        if "join" in run.stored and point is not None and by_batch[point].views:
+        if "error" not in run.stored and point is not None and by_batch[point].views:
             run.stored["bytes_per_pending_view"] = round(
                 run.stored["join"]["value_bytes"] / by_batch[point].views, 1)
             views_read = sum(end for key, end in end_offsets_of(progress_of[point]).items()

