@@ -191,7 +191,6 @@ class ViewDedupProcessor(StatefulProcessor):
         """The frame's own columns, the first arrival of each duplicate, the parsed views."""
         if frame is None:
             return to_frame([], self.schema)
-        out = frame[self.columns].copy()
         added: dict[str, list[Any]] = {name: [None] * len(frame) for name in (*_FIRST, *PARSED)}
         for at, d in duplicates.items():
             added[FIRST_USER][at], added[FIRST_POST][at], added[FIRST_TS][at] = (
@@ -200,8 +199,9 @@ class ViewDedupProcessor(StatefulProcessor):
             for name, field in zip(PARSED, (v.view_id, v.user_id, v.post_id, v.ts, v.context),
                                    strict=True):
                 added[name][at] = field
+        columns = {name: frame[name].array for name in self.columns}  # one frame, built once
         for name, data_type in zip((*_FIRST, *PARSED), (*(LongType(),) * 3, *_PARSED_TYPES),
                                    strict=True):
-            out[name] = pd.array(added[name], dtype="Int64" if isinstance(
+            columns[name] = pd.array(added[name], dtype="Int64" if isinstance(
                 data_type, LongType) else object)
-        return out
+        return pd.DataFrame(columns, copy=False)
