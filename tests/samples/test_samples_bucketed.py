@@ -17,12 +17,14 @@ from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, Str
 from streaming.test_bucketed import FakeState
 from test_samples_dedup_random import (
     END,
+    SIGNALS,
     accepted_and_duplicates,
     random_case,
     reference,
     watermark_bounds,
 )
 
+from spark_jobs.samples.core.isolation import add_isolated
 from spark_jobs.samples.core.joiner import JoinParameters
 from spark_jobs.samples.core.records import Engagement, Source, View
 from spark_jobs.samples.processors.dedup_processor import VIEW_KEY, ViewDedupProcessor
@@ -227,3 +229,18 @@ def test_bucketed_dedup_then_join_in_random_batches_equals_the_reference():
             assert run_case(params, ttl, batches, watermarks) == reference(records, params, ttl)
             checked += 1
     assert checked > 40, checked
+
+
+def test_the_isolation_restores_from_the_bytes_the_state_was_loaded_from():
+    params = JoinParameters(10, SIGNALS)
+    old = View("v0", 1, 7, 100, "{}", Source("views", 0, 0, 0, None))
+    loaded = SampleJoinProcessor(params).load(None)
+    loaded.views["v0"] = old
+    payload = loaded.to_bytes()
+    processor = SampleJoinProcessor(params)
+    state = processor.load(payload)
+    bad = View(["not", "hashable"], 1, 7, 105, "{}", Source("views", 0, 1, 1, None))
+    good = View("v1", 1, 7, 106, "{}", Source("views", 0, 2, 2, None))
+    step = add_isolated(state, [bad, good], 100, params, snapshot=payload)
+    assert [record for record, _ in step.failed] == [bad]
+    assert set(step.state.views) == {"v0", "v1"} and step.state.views["v0"] == old

@@ -134,7 +134,9 @@ class SampleJoinProcessor(BucketedProcessor[UserJoinState]):
         self.max_message_bytes = max_message_bytes
 
     def load(self, payload: bytes | None) -> UserJoinState:
-        return UserJoinState.from_bytes(payload) if payload is not None else UserJoinState()
+        state = UserJoinState.from_bytes(payload) if payload is not None else UserJoinState()
+        self._loaded = (state, payload)  # on_rows' snapshot: the isolation needs no encoding
+        return state
 
     def on_unkeyed(self, rows: list[Any]) -> Iterator[Row]:
         """No integer user_id: the parser says why, nothing is kept."""
@@ -144,7 +146,9 @@ class SampleJoinProcessor(BucketedProcessor[UserJoinState]):
     def on_rows(self, key: Any, state: UserJoinState, rows: list[Any], watermark_ms: int
                 ) -> Iterator[Row]:
         records = parsed(rows, self.params.signals, self.max_message_bytes)
-        step = add_isolated(state, records, watermark_ms, self.params)
+        loaded, payload = getattr(self, "_loaded", (None, None))
+        step = add_isolated(state, records, watermark_ms, self.params,
+                            payload if loaded is state else None)
         _adopt(state, step.state)  # the base stores the object it loaded
         result = step.result
         result.dead_letters.extend(
