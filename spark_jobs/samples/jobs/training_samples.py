@@ -6,9 +6,9 @@ concurrent updates of a user: all of a user's records meet in one key, and all o
 samples go to one partition of the `training_samples` topic. Ahead of it, a stateful step
 keyed by view_id (view_ids in buckets too) drops a view_id seen within `samples.dedup_ttl`,
 across users and after its sample (CONTRACTS.md section 9), so a view yields one sample
-however often it is sent. Either side may come first; a view's
-sample is emitted once the watermark (`samples.lateness` behind the newest ts of either
-topic) passes view ts + `samples.window`. The driver then publishes the samples as Avro
+however often it is sent. Either side may come first; a view's sample is emitted once the
+watermark (`samples.lateness` behind the newest ts of either topic) passes view ts +
+`samples.window`. The driver then publishes the samples as Avro
 (schema versioned in spark_jobs/samples/encoding/schemas, Kafka compression
 `samples.compression`), dead-letters what could not be used, appends orphan engagements, and
 inserts the samples into the Delta table by sample_id: a replayed or re-delivered sample is
@@ -86,8 +86,8 @@ def _counted(kind: str) -> F.Column:
 def build(spark: SparkSession, settings: Settings) -> DataFrame:
     """Both topics through one source, the watermark on ts, one stateful step by view_id
     (de-duplication) then one by user (the join), both bucketed (jobs.state_buckets, fixed
-    by the checkpoint), and per-batch counts (samples, orphans,
-    dead letters, duplicate views) in the query progress."""
+    by the checkpoint), and per-batch counts (samples, orphans, dead letters, duplicate
+    views) in the query progress."""
     samples = settings.samples
     raw = read_topic(
         spark, settings.kafka, (TOPIC_VIEWS, TOPIC_ENGAGEMENTS),
