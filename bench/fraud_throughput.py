@@ -4,12 +4,13 @@ Two parts over the same generated traffic (spark_jobs.fraud.traffic, ten benchma
 event time advancing at `--event-rate` transactions per second, Kafka time = event time):
 
 1. The job (`--state`: `driver`, the default, one engine in the foreachBatch sink; or
-   `spark`, the sharded transformWithState path): the transactions are pre-loaded into a
+   `spark`, the sharded transformWithStateInPandas path): the transactions are pre-loaded into a
    fresh broker, the job runs with an available-now trigger until it has read them all, and
    the run reports transactions/s end to end (query start to end, first batch included) and
    within batches, where batch time goes, and the state at the end. `spark`: the RocksDB
-   state (rows, bytes) and the stored windows read back with Spark's state data source (bytes
-   per (rule, key) as the job stores them). `driver`: the engine's windows in the sink's
+   state (rows, bytes), and each shard's snapshot and change logs read back with Spark's
+   state data source (bytes stored, and the engine store they rebuild, measured per (rule,
+   key) window as for the driver). `driver`: the engine's windows in the sink's
    store (per (rule, key) window the pickled bytes of its state as a snapshot holds it, and
    its entries), and the bytes of the engine state files (change files, snapshots) in the
    checkpoint. One run per `--configs` entry `<bucket>:<shards>` (bucket 0 = exact; shards
@@ -210,34 +211,26 @@ def preload(settings: Settings, transactions: list[dict[str, Any]]) -> dict[str,
 
 
 def stored_state(spark: Any, settings: Settings) -> dict[str, Any]:
-    """The job's MapStates read back with Spark's state data source: value bytes per
-    (rule, key) window as stored in RocksDB (pickled), how many transaction ids each shard
-    keeps, and which shuffle partition (task) each shard key lives in."""
-
-    def read(name: str) -> Any:
-        return (spark.read.format("statestore").option("path", settings.lake.checkpoint(JOB))
-                .option("stateVarName", name).load())
+    """The job's shard states read back with Spark's state data source (processors/
+    shard_state.py): per shard the bytes of its snapshot and change logs as stored, and its
+    engine store rebuilt from them (per (rule, key) window the pickled bytes of its state as
+    a snapshot holds it, and its entries: engine_state); which shuffle partition (task) each
+    shard key lives in."""
+    from spark_jobs.fraud.processors.shard_state import read_shards
 
     try:
-        windows = read("windows").selectExpr(
-            "key.shard AS shard", "partition_id", "user_map_key.rule_id AS rule_id",
-            "length(user_map_value.blob) AS bytes").toArrow()
-        seen = read("seen").groupBy("key.shard").count().toArrow()
+        stored = read_shards(spark, settings.lake.checkpoint(JOB))
     except Exception as exc:  # a reader limitation must not lose the run's other numbers
         return {"error": str(exc).splitlines()[0][:300]}
-    sizes = np.asarray(windows["bytes"].to_pylist(), dtype=float)
-    placement = sorted(set(zip(windows["shard"].to_pylist(),
-                               windows["partition_id"].to_pylist(), strict=True)))
-    found: dict[str, Any] = {
-        "windows": len(sizes),
-        "shard_partition": [{"shard": s, "partition": p} for s, p in placement],
-        "seen_ids_per_shard": dict(zip(seen["shard"].to_pylist(), seen["count"].to_pylist(),
-                                       strict=True)),
-    }
-    if len(sizes):
-        found.update({"bytes_total": int(sizes.sum()), "bytes_mean": round(float(sizes.mean()), 1),
-                      "bytes": {**percentiles(sizes, QS), "max": int(sizes.max())}})
-    return found
+    shards = {str(shard): {
+        "partition": s.partition, "version": s.head.seq, "snapshot_bytes": s.snapshot_bytes,
+        "change_logs": s.change_logs, "change_bytes": s.change_bytes,
+        "engine": engine_state(s.store)} for shard, s in sorted(stored.items())}
+    windows = sum(s["engine"]["windows"] for s in shards.values())
+    total = sum(s.snapshot_bytes + s.change_bytes for s in stored.values())
+    return {"windows": windows, "stored_bytes": total,
+            "stored_bytes_per_window": round(total / windows, 1) if windows else None,
+            "shards": shards}
 
 
 def driver_state(sink: Any) -> dict[str, Any]:
@@ -470,9 +463,13 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
                 f"({files.get('changes_files')} change files, "
                 f"{files.get('snapshots_files')} snapshots)")
         else:
+            shards = {k: {n: v for n, v in s.items() if n != "engine"}
+                      for k, s in stored.get("shards", {}).items()}
             lines.append(
-                head + f"state at end {bd.get('state_at_end', {}).get('numRowsTotal')} rows; "
-                f"stored { {k: v for k, v in stored.items() if k != 'bytes'} }")
+                head + f"state at end {bd.get('state_at_end', {}).get('numRowsTotal')} rows, "
+                f"{stored.get('windows', 0):,} windows, {stored.get('stored_bytes', 0) / 1e6:.1f}"
+                f" MB stored ({stored.get('stored_bytes_per_window')} B per window); shards "
+                f"{shards}{stored.get('error', '')}")
     for probe in result.get("state_calls", []):
         lines.append(
             f"  state probe, shard keys {probe['shards']}, {probe['calls_per_row']} state calls"

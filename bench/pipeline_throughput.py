@@ -75,6 +75,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="processing-time trigger of every job (default 0: back to back)")
     parser.add_argument("--timeout", type=float, default=3600.0,
                         help="give up after this many seconds of pipeline time")
+    parser.add_argument("--limits", action="store_true",
+                        help="also measure the engine's limits on the same topics "
+                             "(bench.engine_limits: source alone, JVM aggregation and join)")
     parser.add_argument("--out", default=None, help="result JSON (default bench/results/...)")
     return parser.parse_args(argv)
 
@@ -450,6 +453,16 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
         f"({ceiling['pickle_roundtrip']['state_bytes_per_active_user']} B/active user); "
         f"Spark experiment_metrics {spark_rate['rows_per_s_in_batches']:,} rows/s in batches"
     )
+    limits = result.get("engine_limits")
+    if limits:
+        end_to_end = wall["input_msg_per_s"]
+        source = limits["source_alone"]["rows_per_s"]
+        lines.append(
+            f"  engine limits, same topics: source alone {source:,} msg/s "
+            f"(pipeline {end_to_end / source:.0%} of it); JVM aggregation "
+            f"{limits['aggregation']['rows_per_s']:,} rows/s, JVM join + aggregation "
+            f"{limits['join']['rows_per_s']:,} rows/s (pipeline "
+            f"{end_to_end / limits['join']['rows_per_s']:.0%} of it)")
     return lines
 
 
@@ -469,6 +482,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         run = run_pipeline(settings, args.timeout)
         workload["accepted"] = filtered_counts(settings)
         ceiling = python_ceiling(settings)
+        limits = None
+        if args.limits:
+            from bench.engine_limits import experiment_limits
+
+            print("measuring the engine's limits on the same topics", flush=True)
+            limits = experiment_limits(settings)
     result = {
         "benchmark": NAME,
         "machine": machine,
@@ -483,6 +502,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         },
         "jobs": {name: job_report(run, name) for name in JOBS},
         "python_ceiling": ceiling,
+        "engine_limits": limits,
     }
     publish_result(NAME, args.out, result, summary_lines)
     return 0

@@ -83,5 +83,8 @@ def run_job(settings: Settings, name: str, available_now: bool = False) -> None:
     if not query.isActive:
         failure = query.exception()
         listener.write_final(None if failure is None else str(failure))
+    # the listener bus delivers onQueryTerminated late: to a Python side that is exiting, it
+    # fails with a stack trace in the log; the final status is written above already
+    spark.streams.removeListener(listener)
     if query.exception() is not None and not stopping.is_set():
         raise RuntimeError(f"job {name} failed: {query.exception()}")

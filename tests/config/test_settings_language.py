@@ -40,7 +40,7 @@ OLD_DEFAULTS: dict[str, dict[str, Any]] = {
     "jobs": {
         "trigger": "1s", "max_records_per_trigger": 200_000, "snapshot_refresh": "10s",
         "compact_every_batches": 50, "idle_timeout": "30s",
-        "max_clock_skew": "1h", "max_message_bytes": 1048576,
+        "max_clock_skew": "1h", "max_message_bytes": 1048576, "state_buckets": 64,
     },
     "alerts": {"webhook_url": None, "email_to": [], "webhook_timeout": "10s"},
     "airflow": {"home": None, "host": "127.0.0.1", "port": 8080, "base_url": None},

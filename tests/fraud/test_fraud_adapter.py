@@ -10,7 +10,8 @@ import pyarrow as pa
 from spark_jobs.fraud.core.engine import FraudEngine, MemoryStore
 from spark_jobs.fraud.core.output_rows import arrival_order
 from spark_jobs.fraud.jobs.alerts_sink import _first_per_source
-from spark_jobs.fraud.processors.shard_processor import output_row
+from spark_jobs.fraud.processors.shard_processor import OUTPUT_SCHEMA, output_values
+from spark_jobs.streaming.bucketed.frames import to_frame
 
 
 def source(kind: str, ts: int, topic: str, partition: int, offset: int) -> SimpleNamespace:
@@ -36,7 +37,8 @@ def test_an_alert_row_carries_the_exact_numbers_and_its_cause():
     [alert] = engine.on_transaction(
         '{"transactionId": "t1", "eventTime": 1000, "payeeId": 2, "paymentAmount": 0.30}',
         -(2**62), 77)
-    row = output_row(1, alert, source("transaction", 9, "transactions", 0, 5))
+    values = output_values(1, alert, source("transaction", 9, "transactions", 0, 5))
+    row = SimpleNamespace(**to_frame([values], OUTPUT_SCHEMA).to_dict("records")[0])
     assert (row.kind, row.rule_id, row.grouping_key, row.aggregate, row.limit) == (
         "alert", 4, "{payeeId=2}", "0.30", "0.1")
     assert (row.transaction_id, row.event_time, row.alert_time) == ("t1", 1000, 77)

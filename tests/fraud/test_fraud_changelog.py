@@ -267,3 +267,35 @@ def test_a_failed_background_snapshot_leaves_the_change_files(tmp_path):
     snapshots.start(3, store.snapshot)  # a later one succeeds
     snapshots.close()
     assert files.state_after(3)[2] == 3
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_two_copies_taking_turns_log_what_rebuilds_the_state(seed):
+    """The spark mode's shards: two workers keep a copy of one shard and take turns with its
+    batches; the copy that missed batches is brought forward with their logs, then logs its
+    own. The logs in order rebuild the state of an engine that ran every batch, and each
+    copy's engine gives that engine's outputs."""
+    batches = _batches(seed)
+    step = 9_000
+    reference_engine = FraudEngine(LoggedStore())
+    reference = [_run(reference_engine, b, step * i) for i, b in enumerate(batches)]
+    rng = random.Random(seed)
+    copies = [LoggedStore(), LoggedStore()]
+    behind: list[list[bytes]] = [[], []]  # logs a copy has not applied yet
+    logs = []
+    for batch_id, batch in enumerate(batches):
+        turn = rng.randint(0, 1)
+        store = copies[turn]
+        for change in behind[turn]:
+            store.apply_changes(change)
+        behind[turn] = []
+        assert _run(FraudEngine(store), batch, step * batch_id) == reference[batch_id]
+        change = store.take_changes()
+        logs.append(change)
+        behind[1 - turn].append(change)
+    rebuilt = LoggedStore.restore(None)
+    for change in logs:
+        rebuilt.apply_changes(change)
+    assert (rebuilt.by_rule, rebuilt.seen, rebuilt.meta) == (
+        reference_engine.store.by_rule, reference_engine.store.seen,
+        reference_engine.store.meta)

@@ -144,7 +144,7 @@ def test_unkeyed_and_future_rows_are_dead_letters_that_touch_no_state():
 
 def test_a_checkpoint_of_another_bucket_count_is_refused_with_what_to_do():
     blob = BucketStore(64, {5: b"x"}, {5: 10}).to_blob()
-    with pytest.raises(RuntimeError, match="jobs.state_buckets is 32: set it back to 64"):
+    with pytest.raises(RuntimeError, match=r"jobs\.state_buckets is 32: set it back to 64"):
         BucketStore.from_blob(blob, 32)
     assert BucketStore.from_blob(blob, 64).payloads == {5: b"x"}
 
@@ -152,7 +152,8 @@ def test_a_checkpoint_of_another_bucket_count_is_refused_with_what_to_do():
 def test_frames_keep_nulls_and_exact_integers_both_ways():
     series = pd.Series(pd.array([2**63 - 1, None, -(2**63)], dtype="Int64"))
     assert column_values(series) == [2**63 - 1, None, -(2**63)]
-    assert column_values(pd.Series(["a", None, float("nan")], dtype=object)) == ["a", None, None]
+    assert column_values(pd.Series(["a", None, float("nan"), pd.NA], dtype=object)) == [
+        "a", None, None, None]
     rows = [Row(**{**dict.fromkeys(SCHEMA.fieldNames()), "kind": "ok", "user_id": 2**63 - 1})]
     out = to_frame(rows, SCHEMA)
     assert list(out.columns) == SCHEMA.fieldNames()

@@ -16,10 +16,10 @@ from spark_jobs.contracts.reasons import NON_CRITICAL_TYPE
 from spark_jobs.contracts.tables import RAW_EVENTS, TABLE_RAW_EVENTS
 from spark_jobs.contracts.topics import TOPIC_EVENTS, TOPIC_FILTERED_EVENTS
 from spark_jobs.experiments.jobs.filter_sink import FilterSink
-from spark_jobs.experiments.processors.cap_processor import CAPPED_EVENT_SCHEMA, HourlyCapProcessor
+from spark_jobs.experiments.processors.cap_processor import INPUT_FIELDS, HourlyCapProcessor
 from spark_jobs.settings import Settings
 from spark_jobs.streaming.drops import OBSERVED
-from spark_jobs.streaming.event_time import future_by_ms, with_event_time
+from spark_jobs.streaming.event_time import FUTURE_COLUMN, future_by_ms, with_event_time
 from spark_jobs.streaming.kafka.source import read_topic
 
 NAME = "filter_events"
@@ -28,7 +28,8 @@ RAW_EVENT_SCHEMA = RAW_EVENTS.arrow_schema()
 
 
 def build(spark: SparkSession, settings: Settings) -> DataFrame:
-    """The streaming plan: source, critical-type filter, capping (stateful, routes late rows)."""
+    """The streaming plan: source, critical-type filter, capping (users in buckets, stateful,
+    routes late rows)."""
     experiments = settings.experiments
     events = read_topic(
         spark, settings.kafka, TOPIC_EVENTS, record="events",
@@ -44,12 +45,8 @@ def build(spark: SparkSession, settings: Settings) -> DataFrame:
     critical = counted.where(~non_critical)
     timed = with_event_time(critical, "ts", experiments.lateness_ms,
                             max_clock_skew_ms=settings.jobs.max_clock_skew_ms)
-    return timed.groupBy("user_id").transformWithState(
-        HourlyCapProcessor(experiments.cap_per_user_hour),
-        CAPPED_EVENT_SCHEMA,
-        "append",
-        "EventTime",
-    )
+    return HourlyCapProcessor(experiments.cap_per_user_hour).apply(
+        timed.select(*INPUT_FIELDS, FUTURE_COLUMN), settings.jobs.state_buckets)
 
 
 class FilteredEventsSink(FilterSink):

@@ -83,14 +83,18 @@ class LoggedStore(MemoryStore):
                 log.append(_window_change(rule_id, key, window))
         return pickle.dumps(log, protocol=pickle.HIGHEST_PROTOCOL)
 
-    def apply_changes(self, changes: bytes) -> None:
-        """Replay a batch's changes (from take_changes) without logging them again."""
+    def apply_changes(self, changes: bytes) -> set[tuple[int, str]]:
+        """Replay a batch's changes (from take_changes) without logging them again; the
+        (rule, key) windows it put."""
+        put: set[tuple[int, str]] = set()
         for change in pickle.loads(changes):
             op, args = change[0], change[1:]
             if op == _PUT_WINDOW:
                 MemoryStore.put_window(self, *args)
+                put.add(args[:2])
             elif op == _EXTEND_WINDOW:
                 self._extend_window(*args)
+                put.add(args[:2])
             elif op == _DELETE_WINDOW:
                 MemoryStore.delete_window(self, *args)
             elif op == _DELETE_RULE:
@@ -105,6 +109,7 @@ class LoggedStore(MemoryStore):
                 MemoryStore.put_meta(self, *args)
             else:
                 raise ValueError(f"unknown change {op!r} in a fraud state log")
+        return put
 
     def _extend_window(self, rule_id: int, key: str, cut: int, times: list[int],
                        values: list[str]) -> None:

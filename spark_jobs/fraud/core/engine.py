@@ -138,6 +138,28 @@ class FraudEngine:
         self._refresh_rules()
         self._cleanup_due()
 
+    def caught_up(self, windows: set[tuple[int, str]]) -> None:
+        """The store was brought forward by replaying changes another engine made (the spark
+        mode's copies of a shard): read its rules and clocks again, and index the `windows`
+        the replay put for clean-up (a rule change since: clean up by a full scan)."""
+        records = dict(self.store.get_meta(RULES) or {})
+        self._seen_floor = self.store.get_meta(SEEN_FLOOR)
+        self._next_cleanup = self.store.get_meta(NEXT_CLEANUP)
+        if records != self._records:
+            self._records = records
+            self._refresh_rules()
+            self._due = None
+        heap = self._due
+        if heap is None:
+            return
+        for rule_id, key in windows:
+            rule, state = self._rules.get(rule_id), self.store.get_window(rule_id, key)
+            if rule is not None and state is not None:
+                first_end = self._load_window(state).first_end()
+                if first_end is not None:
+                    heapq.heappush(heap, (first_end + rule.window_ms + self._retention,
+                                          rule_id, key))
+
     def rules(self) -> list[Rule]:
         """The current (ACTIVE and PAUSE) rules in ruleId order."""
         return list(self._ordered)

@@ -26,27 +26,23 @@ from typing import Any, NamedTuple
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
-from spark_jobs.contracts.reasons import FUTURE
 from spark_jobs.contracts.topics import TOPIC_FRAUD_ALERTS
 from spark_jobs.fraud.core.changelog import LoggedStore
 from spark_jobs.fraud.core.engine import FraudEngine
-from spark_jobs.fraud.core.isolation import apply_rule, apply_transaction
-from spark_jobs.fraud.core.keys import lenient_text
 from spark_jobs.fraud.core.output_rows import (
     ARROW_OUTPUT_SCHEMA,
-    KIND_RULE,
     arrival_order,
     output_fields,
 )
-from spark_jobs.fraud.core.outputs import Output, dead_letter
 from spark_jobs.fraud.jobs.alerts_sink import NAME, FraudAlertsSink, alert_key, refused_row
 from spark_jobs.fraud.jobs.background_snapshots import BackgroundSnapshots
 from spark_jobs.fraud.jobs.engine_state_files import EngineStateFiles
 from spark_jobs.fraud.jobs.publishing import RefusingPublisher
+from spark_jobs.fraud.processors.shard_processor import apply_message
 from spark_jobs.settings import Settings
 from spark_jobs.streaming.checkpoint import batch_watermark_ms
 from spark_jobs.streaming.drops import note_batch
-from spark_jobs.streaming.event_time import FUTURE_COLUMN, future_detail
+from spark_jobs.streaming.event_time import FUTURE_COLUMN
 from spark_jobs.streaming.kafka.replay_fence import key_only
 
 DRIVER_SHARD = 0
@@ -189,7 +185,7 @@ class FraudDriverSink(FraudAlertsSink):
         now_ms = int(time.time() * 1000)
         found: list[dict[str, Any]] = []
         for row in input_rows_of(table):
-            for output in self._apply(engine, row, watermark, now_ms):
+            for output in apply_message(engine, row, watermark, now_ms):
                 found.append(output_fields(DRIVER_SHARD, output, row))
                 if alerts is not None and output.kind == "alert":
                     last = found[-1]
@@ -202,16 +198,6 @@ class FraudDriverSink(FraudAlertsSink):
             engine.cleanup(watermark)
         self._cleanup_at = engine.next_cleanup_ms(watermark)
         return pa.Table.from_pylist(found, schema=ARROW_OUTPUT_SCHEMA)
-
-    @staticmethod
-    def _apply(engine: FraudEngine, row: InputRow, watermark: int, now_ms: int
-               ) -> list[Output]:
-        """One message's outputs: a transaction from the future never reaches the engine."""
-        if row.kind == KIND_RULE:
-            return apply_rule(engine, row.value, row.kafka_timestamp, watermark)
-        if row.future_by_ms is not None:
-            return [dead_letter(FUTURE, lenient_text(row.value), future_detail(row.future_by_ms))]
-        return apply_transaction(engine, row.value, watermark, now_ms)
 
 
 def input_rows_of(table: pa.Table) -> list[InputRow]:

@@ -49,7 +49,7 @@ def route(inputs: DataFrame, keys: list[int]) -> DataFrame:
 def build(spark: SparkSession, settings: Settings) -> DataFrame:
     """The streaming plan: both topics in one source (one Kafka-time cut per batch, records
     handed over by the planner: streaming/kafka/prefetch.py), event time from transactions,
-    routing to shards, the stateful engine per shard."""
+    routing to shards, the stateful engine per shard (pandas frames in and out)."""
     fraud = settings.fraud
     raw = read_topic(spark, settings.kafka, [TOPIC_TRANSACTIONS, TOPIC_RULES],
                      max_records_per_trigger=settings.jobs.max_records_per_trigger,
@@ -70,8 +70,9 @@ def build(spark: SparkSession, settings: Settings) -> DataFrame:
         return timed.drop("text")
     routed = route(timed, shard_keys(fraud.shards, _shuffle_partitions(spark, settings)))
     routed = routed.drop("text")
-    return routed.groupBy("shard").transformWithState(
-        FraudShardProcessor(fraud.alert_on_late_events, fraud.bucket_ms, fraud.late_retention_ms,
+    return routed.groupBy("shard").transformWithStateInPandas(
+        FraudShardProcessor(settings.lake.checkpoint(NAME), fraud.alert_on_late_events,
+                            fraud.bucket_ms, fraud.late_retention_ms,
                             settings.jobs.max_message_bytes),
         OUTPUT_SCHEMA,
         "append",

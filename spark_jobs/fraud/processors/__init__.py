@@ -1,1 +1,2 @@
-"""Spark adapters of the fraud engine: one transformWithState key per shard, its state store."""
+"""Spark adapters of the fraud engine: one transformWithStateInPandas key per shard, its
+resident engine and its state (a snapshot and change logs)."""

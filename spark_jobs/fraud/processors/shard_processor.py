@@ -3,13 +3,18 @@
 The Flink demo broadcasts rules to every parallel instance and keys transactions dynamically.
 Here each shard key owns the rules whose ruleId maps to it (control messages reach every
 shard) and receives every transaction, so each (rule, grouping key) lives in exactly one
-shard and the shards run in parallel. Within a micro-batch a shard applies its rows in the
-contract's arrival order (Kafka timestamp, a rule first on ties, then topic, partition,
-offset); the source cuts batches on Kafka time across both topics, so the order does not
-depend on batch boundaries. Outputs are rows of `fraud.core.output_rows` (the driver path
-builds the same ones). A transaction too far ahead of its Kafka time never reaches the
-engine (the base makes it a `future` dead letter), and each message goes through the engine
-isolated (fraud.core.isolation): no message can stop the query.
+shard and the shards run in parallel, one per Spark task. Within a micro-batch a shard
+applies its rows in the contract's arrival order (Kafka timestamp, a rule first on ties,
+then topic, partition, offset); the source cuts batches on Kafka time across both topics,
+so the order does not depend on batch boundaries. Outputs are rows of
+`fraud.core.output_rows` (the driver path builds the same ones). A transaction too far
+ahead of its Kafka time never reaches the engine (a `future` dead letter), and each message
+goes through the engine isolated (fraud.core.isolation): no message can stop the query.
+
+It runs under `transformWithStateInPandas`: a shard's rows arrive as Arrow-backed frames and
+its outputs leave as one frame, no Row object either way. The engine is long-lived in the
+executor's Python worker (resident.py) and a batch writes only its change log to Spark state
+(shard_state.py); one event-time timer per shard runs the engine's clean-up.
 """
 
 from __future__ import annotations
@@ -18,13 +23,19 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from pyspark.sql import Row
+import pandas as pd
 from pyspark.sql.pandas.types import from_arrow_schema
-from pyspark.sql.streaming.stateful_processor import StatefulProcessorHandle
+from pyspark.sql.streaming.stateful_processor import (
+    StatefulProcessor,
+    StatefulProcessorHandle,
+    TimerValues,
+)
 
 from spark_jobs.contracts.json_gate import DEFAULT_MAX_MESSAGE_BYTES
+from spark_jobs.contracts.reasons import FUTURE
 from spark_jobs.fraud.core.engine import FraudEngine, Output
 from spark_jobs.fraud.core.isolation import apply_rule, apply_transaction
+from spark_jobs.fraud.core.keys import lenient_text
 from spark_jobs.fraud.core.output_rows import (
     ARROW_OUTPUT_SCHEMA,
     KIND_RULE,
@@ -32,65 +43,123 @@ from spark_jobs.fraud.core.output_rows import (
     output_fields,
 )
 from spark_jobs.fraud.core.outputs import dead_letter
-from spark_jobs.fraud.processors.state_store import SparkShardStore
-from spark_jobs.streaming.processor import KeyedProcessor
+from spark_jobs.fraud.processors import resident
+from spark_jobs.fraud.processors.shard_state import EMPTY, Head, ShardState
+from spark_jobs.streaming.bucketed.frames import record_type, to_frame
+from spark_jobs.streaming.event_time import FUTURE_COLUMN, future_detail
+from spark_jobs.streaming.processor import keep_one_timer
 
 OUTPUT_SCHEMA = from_arrow_schema(ARROW_OUTPUT_SCHEMA)
+OUTPUT_NAMES = OUTPUT_SCHEMA.fieldNames()
+INPUT_FIELDS = ("kind", "value", "kafka_topic", "kafka_partition", "kafka_offset",
+                "kafka_timestamp", "kafka_key", FUTURE_COLUMN)
+InputRecord = record_type(INPUT_FIELDS)
 
 
-def output_row(shard: int, output: Output, source: Any) -> Row:
-    return Row(**output_fields(shard, output, source))
+def _values(series: pd.Series) -> list[Any]:
+    """A column as Python values, None for every null (None, NaN or pandas' NA)."""
+    values = series.tolist()
+    if series.hasnans:
+        return [None if null else v for v, null in zip(values, series.isna().tolist(),
+                                                        strict=True)]
+    return values
 
 
-class FraudShardProcessor(KeyedProcessor):
-    """Rules and transactions of one shard through a FraudEngine over Spark state."""
+def input_records(frames: Iterator[pd.DataFrame]) -> list[Any]:
+    """A shard's rows of the batch as InputRecords, in arrival order."""
+    found: list[Any] = []
+    for frame in frames:
+        if len(frame):
+            columns = [_values(frame[name]) for name in INPUT_FIELDS]
+            found.extend(map(InputRecord._make, zip(*columns, strict=True)))
+    return sorted(found, key=arrival_order)
 
-    def __init__(self, alert_on_late: bool, bucket_ms: int, late_retention_ms: int,
+
+def output_values(shard: int, output: Output, source: Any) -> list[Any]:
+    """One output as the values of an OUTPUT_SCHEMA row, in schema order."""
+    fields = output_fields(shard, output, source)
+    return [fields[name] for name in OUTPUT_NAMES]
+
+
+def apply_message(engine: FraudEngine, row: Any, watermark_ms: int, now_ms: int
+                  ) -> list[Output]:
+    """One message's outputs: a transaction from the future never reaches the engine."""
+    if row.kind == KIND_RULE:
+        return apply_rule(engine, row.value, row.kafka_timestamp, watermark_ms)
+    if row.future_by_ms is not None:
+        return [dead_letter(FUTURE, lenient_text(row.value), future_detail(row.future_by_ms))]
+    return apply_transaction(engine, row.value, watermark_ms, now_ms)
+
+
+class FraudShardProcessor(StatefulProcessor):
+    """Rules and transactions of one shard through its resident FraudEngine.
+
+    state_id: names the query's state (its checkpoint), so that the copies a worker keeps
+    for one query are never offered to another."""
+
+    def __init__(self, state_id: str, alert_on_late: bool, bucket_ms: int,
+                 late_retention_ms: int,
                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
-        super().__init__(OUTPUT_SCHEMA)
+        self.state_id = state_id
         self.alert_on_late = alert_on_late
         self.bucket_ms = bucket_ms
         self.late_retention_ms = late_retention_ms
         self.max_message_bytes = max_message_bytes
 
-    def open(self, handle: StatefulProcessorHandle) -> None:
-        self.store = SparkShardStore(handle)
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.handle = handle
+        self.state = ShardState(handle)
 
-    def _engine(self) -> FraudEngine:
-        self.store.reset()
-        return FraudEngine(self.store, self.alert_on_late, self.bucket_ms,
-                           late_retention_ms=self.late_retention_ms,
-                           max_message_bytes=self.max_message_bytes)
-
-    def on_rows(self, key: Any, rows: Iterator[Row], watermark_ms: int) -> Iterator[Row]:
+    def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame],
+                        timerValues: TimerValues) -> Iterator[pd.DataFrame]:
         shard = int(key[0])
+        watermark = timerValues.getCurrentWatermarkInMs()
+        inputs = input_records(rows)
+        head, live = self._open(shard)
         now_ms = int(time.time() * 1000)
-        engine = self._engine()
-        out: list[Row] = []
-        for row in sorted(rows, key=arrival_order):
-            if row.kind == KIND_RULE:
-                outputs = apply_rule(engine, row.value, row.kafka_timestamp, watermark_ms)
-            else:
-                outputs = apply_transaction(engine, row.value, watermark_ms, now_ms)
-            out.extend(output_row(shard, output, row) for output in outputs)
-        self._schedule_cleanup(engine, watermark_ms)
-        self.store.flush()
-        return iter(out)
+        out: list[list[Any]] = []
+        for row in inputs:
+            out.extend(output_values(shard, output, row)
+                       for output in apply_message(live.engine, row, watermark, now_ms))
+        self._close(shard, head, live, watermark)
+        yield to_frame(out, OUTPUT_SCHEMA)
 
-    def dead(self, row: Any, reason: str, raw_value: str | None, detail: str | None = None
-             ) -> Row:
-        """The base's dead letters (a transaction from the future) in this job's row shape."""
-        letter = dead_letter(reason, raw_value or "", detail or "")
-        return output_row(int(getattr(row, "shard", 0) or 0), letter, row)
-
-    def on_timer(self, key: Any, watermark_ms: int) -> Iterator[Row]:
-        engine = self._engine()
-        engine.cleanup(watermark_ms)
-        self._schedule_cleanup(engine, watermark_ms)
-        self.store.flush()
+    def handleExpiredTimer(self, key: Any, timerValues: TimerValues, expiredTimerInfo: Any
+                           ) -> Iterator[pd.DataFrame]:
+        shard = int(key[0])
+        watermark = timerValues.getCurrentWatermarkInMs()
+        head, live = self._open(shard)
+        live.engine.cleanup(watermark)
+        self._close(shard, head, live, watermark)
         return iter(())
 
-    def _schedule_cleanup(self, engine: FraudEngine, watermark_ms: int) -> None:
-        """One event-time timer per shard: the engine's next cleanup (whole seconds)."""
-        wanted = engine.next_cleanup_ms(watermark_ms)
-        self.keep_timer(self.handle.listTimers(), wanted, watermark_ms)
+    def close(self) -> None:
+        pass
+
+    def _open(self, shard: int) -> tuple[Head | None, resident.Resident]:
+        """The shard's engine at its stored version: the worker's copy when it has it."""
+        head = self.state.head()
+        copy = resident.take(self.state_id, shard)
+        store, replayed = self.state.load(head, None if copy is None else copy.store,
+                                          EMPTY if copy is None else copy.version)
+        if copy is not None and replayed is not None:
+            if head is not None and copy.version == head.version:
+                resident.note("hits")
+            else:  # brought forward: what another worker changed, into its indexes
+                resident.note("caught_up")
+                copy.engine.caught_up(replayed)
+            return head, copy
+        resident.note("rebuilt")
+        engine = FraudEngine(store, self.alert_on_late, self.bucket_ms,
+                             late_retention_ms=self.late_retention_ms,
+                             max_message_bytes=self.max_message_bytes)
+        return head, resident.Resident(store, engine, EMPTY)
+
+    def _close(self, shard: int, head: Head | None, live: resident.Resident,
+               watermark_ms: int) -> None:
+        """Write the batch's changes, move the shard's timer to the engine's next clean-up,
+        and keep the engine for the next batch."""
+        live.version = self.state.commit(head, live.store)
+        wanted = live.engine.next_cleanup_ms(watermark_ms)
+        keep_one_timer(self.handle, self.handle.listTimers(), wanted, watermark_ms)
+        resident.keep(self.state_id, shard, live)

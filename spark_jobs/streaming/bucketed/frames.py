@@ -30,9 +30,9 @@ _NULLABLE_DTYPES: dict[type[DataType], str] = {
 
 
 def column_values(series: pd.Series) -> list[Any]:
-    """A column as Python values, None for a null (NaN, NA, NaT)."""
-    if series.dtype == object:  # a null is None or NaN (hasnans would cost more than this)
-        return [None if v is None or (isinstance(v, float) and v != v) else v
+    """A column as Python values, None for a null (None, NaN or pd.NA)."""
+    if series.dtype == object:  # one pass (hasnans would cost more than this)
+        return [None if v is None or v is pd.NA or (isinstance(v, float) and v != v) else v
                 for v in series.tolist()]
     return series.to_numpy(dtype=object, na_value=None).tolist()  # one call, nulls or not
 

@@ -18,6 +18,7 @@ dead letters and drop counts come from OutputRows, exactly as the per-key proces
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Hashable, Iterable, Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
@@ -34,6 +35,11 @@ from spark_jobs.streaming.bucketed.keys import BUCKET_COLUMN, UNKEYED, with_buck
 from spark_jobs.streaming.bucketed.store import STATE_SCHEMA, BucketStore
 from spark_jobs.streaming.event_time import FUTURE_COLUMN, future_detail
 from spark_jobs.streaming.output_rows import OutputRows
+
+# Spark's worker pads every output with an all-null frame and concatenates: pandas warns on
+# each batch about a future change that does not concern the result (typed by the schema)
+warnings.filterwarnings("ignore", category=FutureWarning,
+                        message="The behavior of DataFrame concatenation with empty or all-NA")
 
 S = TypeVar("S", bound=KeyState)
 WATERMARK_DELAY_KEY = "spark.watermarkDelayMs"  # Spark's EventTimeWatermark.delayKey

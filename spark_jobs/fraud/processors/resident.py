@@ -1,0 +1,52 @@
+"""Shard engines kept in the executor's Python worker between micro-batches.
+
+Spark reuses its Python workers (`spark.python.worker.reuse`), so a module-level cache
+outlives a task. A shard's engine and store are taken out of it for the batch (a batch that
+fails leaves nothing half-applied behind) and put back once the batch's changes are written
+to Spark state, tagged with the version written (shard_state.py). Any worker may get any
+shard next time: a copy is used only when it is the stored version, or brought forward from
+an older one; Spark state stays the truth.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from spark_jobs.fraud.core.changelog import LoggedStore
+from spark_jobs.fraud.core.engine import FraudEngine
+
+MAX_RESIDENT = 16  # shard copies per worker (a few queries' worth of shards)
+
+
+@dataclass
+class Resident:
+    """One shard's live engine and the version of its state."""
+
+    store: LoggedStore
+    engine: FraudEngine
+    version: tuple[int, int]
+
+
+_CACHE: OrderedDict[tuple[str, int], Resident] = OrderedDict()
+STATS: dict[str, int] = {"hits": 0, "caught_up": 0, "rebuilt": 0}
+
+
+def take(state_id: str, shard: int) -> Resident | None:
+    """The worker's copy of a shard, removed from the cache until `keep` puts it back."""
+    return _CACHE.pop((state_id, shard), None)
+
+
+def keep(state_id: str, shard: int, resident: Resident) -> None:
+    _CACHE[(state_id, shard)] = resident
+    while len(_CACHE) > MAX_RESIDENT:
+        _CACHE.popitem(last=False)
+
+
+def note(kind: str) -> None:
+    STATS[kind] = STATS.get(kind, 0) + 1
+
+
+def clear() -> None:
+    """Forget every copy (tests)."""
+    _CACHE.clear()
