@@ -13,6 +13,7 @@ from collections import defaultdict
 from typing import Any
 
 import pandas as pd
+from pyspark.sql.streaming.tws_tester import _InMemoryStatefulProcessorHandle
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
 from streaming.test_bucketed import FakeState
 from test_samples_dedup_random import (
@@ -74,35 +75,6 @@ def bucket(key: Any) -> int:
     return UNKEYED if key is None else zlib.crc32(str(key).encode()) % BUCKETS
 
 
-class KeyHandle:
-    """What transformWithStateInPandas offers one key (a bucket): its value and timers."""
-
-    def __init__(self) -> None:
-        self.value: tuple[bytes] | None = None
-        self.timers: set[int] = set()
-
-    def getValueState(self, name: str, schema: Any) -> KeyHandle:
-        return self
-
-    def get(self) -> tuple[bytes] | None:
-        return self.value
-
-    def update(self, value: tuple[bytes]) -> None:
-        self.value = value
-
-    def clear(self) -> None:
-        self.value = None
-
-    def registerTimer(self, ms: int) -> None:
-        self.timers.add(ms)
-
-    def deleteTimer(self, ms: int) -> None:
-        self.timers.remove(ms)
-
-    def listTimers(self) -> list[int]:
-        return sorted(self.timers)
-
-
 class Watermark:
     def __init__(self, ms: int) -> None:
         self.ms = ms
@@ -123,26 +95,38 @@ def grouped(frame: pd.DataFrame, key: str) -> dict[int, pd.DataFrame]:
 
 
 class Dedup:
-    """The de-duplication as transformWithStateInPandas runs it: each bucket's rows, then
-    the buckets whose timer the watermark reached."""
+    """The de-duplication as transformWithStateInPandas runs it, on PySpark's in-memory
+    state handle (the one its TwsTester uses: value, list and map states per grouping key,
+    event-time timers): each bucket's rows, then the buckets whose timer the watermark
+    reached."""
 
     def __init__(self, processor: ViewDedupProcessor) -> None:
         self.processor = processor
         processor.buckets = BUCKETS
-        self.handles: dict[int, KeyHandle] = defaultdict(KeyHandle)
+        self.handle = _InMemoryStatefulProcessorHandle("EventTime")
+        processor.init(self.handle)
 
     def batch(self, frame: pd.DataFrame, watermark: int) -> list[pd.DataFrame]:
         out = []
+        self.handle.setWatermark(watermark)
         for b, rows in grouped(frame, VIEW_KEY).items():
-            self.processor.init(self.handles[b])
+            self.handle.setGroupingKey((b,))
             out.extend(self.processor.handleInputRows(
                 (b,), iter([rows.iloc[:2], rows.iloc[2:]]), Watermark(watermark)))
-        for b, handle in self.handles.items():
-            for due in [t for t in handle.timers if t <= watermark]:
-                handle.timers.remove(due)
-                self.processor.init(handle)
-                out.extend(self.processor.handleExpiredTimer((b,), Watermark(watermark), None))
+        timers = self.handle._timers
+        for key in list(timers.getAllKeysWithTimers()):
+            for due in [t for t in timers.listTimers(key) if t <= watermark]:
+                timers.deleteTimer(key, due)
+                self.handle.setGroupingKey(key)
+                out.extend(self.processor.handleExpiredTimer(key, Watermark(watermark), None))
         return out
+
+    def is_empty(self) -> bool:
+        """Nothing remembered and no timer left."""
+        h = self.handle
+        states = [*h.value_states.values(), *h.list_states.values(), *h.map_states.values()]
+        return (not list(h._timers.getAllKeysWithTimers())
+                and all(not any(s.state.values()) for s in states))
 
 
 class Join:
@@ -200,7 +184,7 @@ def run_case(params: JoinParameters, ttl: int, batches: list, watermarks: list[i
                 dead.append((row["reason"], source))
             else:
                 duplicates += row["dropped"]
-    assert all(h.value is None and not h.timers for h in dedup.handles.values())
+    assert dedup.is_empty()
     assert all(s.value is None for s in join.states.values())
     return sorted(samples), sorted(orphans, key=repr), sorted(dead, key=repr), duplicates
 

@@ -8,12 +8,15 @@ parsed), with more columns: `first_user_id`, `first_post_id` and `first_ts` are 
 dropped as a duplicate (the join counts it and judges the id's engagements against its first
 arrival), and the PARSED columns carry each view this step parsed, so that the join does not
 parse it a second time (it parses what they leave null). Only views have state: each
-view_id's first arrival (FirstArrival bytes) in its bucket's blob (streaming/bucketed/
-store.py) until its ts + samples.dedup_ttl, one event-time timer per bucket at the earliest
-of those. Engagements share one key per Kafka partition and pass through; so do views that
-cannot be parsed (the join dead-letters them), views from the future (the join's base
-dead-letters them `future`) and views behind the watermark (the join dead-letters them
-`late`).
+view_id's first arrival (ts, user_id, post_id) is its own entry of its bucket's MapState,
+written when it arrives and removed once the watermark passes ts + samples.dedup_ttl, so a
+micro-batch writes its new first arrivals only, not the whole ttl's view_ids. When to
+remove them is an index by expiry slot (expiry_ring.py: a ring of ListStates appended to, one
+event-time timer per bucket at the earliest slot's end); Spark's own state TTL does not fit,
+being processing time, and the ttl here is event time. Engagements share one key per Kafka
+partition and pass through; so do views that cannot be parsed (the join dead-letters them),
+views from the future (the join's base dead-letters them `future`) and views behind the
+watermark (the join dead-letters them `late`).
 """
 
 from __future__ import annotations
@@ -35,11 +38,11 @@ from spark_jobs.contracts.json_gate import DEFAULT_MAX_MESSAGE_BYTES
 from spark_jobs.contracts.topics import TOPIC_VIEWS
 from spark_jobs.samples.core.dedup import DuplicateView, FirstArrival, dedup_views
 from spark_jobs.samples.core.records import Source, View, parse_view
+from spark_jobs.samples.processors.expiry_ring import RING_SIZE, ExpiryRing, slot_ms
 from spark_jobs.streaming.bucketed.frames import column_values, to_frame
 from spark_jobs.streaming.bucketed.keys import BUCKET_COLUMN, UNKEYED, with_bucket
-from spark_jobs.streaming.bucketed.store import STATE_SCHEMA, BucketStore
+from spark_jobs.streaming.bucketed.store import STATE_SCHEMA
 from spark_jobs.streaming.event_time import FUTURE_COLUMN
-from spark_jobs.streaming.processor import keep_one_timer
 
 VIEW_KEY = "view_key"  # the grouping column (not in the output)
 FIRST_USER, FIRST_POST, FIRST_TS = "first_user_id", "first_post_id", "first_ts"
@@ -48,6 +51,12 @@ _FIRST = (FIRST_USER, FIRST_POST, FIRST_TS)
 PARSED = (PARSED_VIEW_ID, PARSED_USER, PARSED_POST, PARSED_TS, PARSED_CONTEXT) = (
     "parsed_view_id", "parsed_user_id", "parsed_post_id", "parsed_ts", "parsed_context")
 _PARSED_TYPES = (StringType(), LongType(), LongType(), LongType(), StringType())
+# the state: view_id -> its first arrival, and the expiry index's entries (view_id, ts)
+_VIEW_ID = StructType([StructField("view_id", StringType(), False)])
+_FIRST_ARRIVAL = StructType([StructField(n, LongType(), False)
+                             for n in ("ts", "user_id", "post_id")])
+_ENTRY = StructType([StructField("view_id", StringType(), False),
+                     StructField("ts", LongType(), False)])
 _COORDINATES = ("kafka_topic", "kafka_partition", "kafka_offset", "kafka_timestamp",
                 "kafka_key")
 
@@ -86,8 +95,10 @@ class ViewDedupProcessor(StatefulProcessor):
     whole frames instead of per-row records.
 
     A transformWithStateInPandas keyed by bucket, not applyInPandasWithState as the join:
-    Spark refuses two applyInPandasWithState in one query. The bucket's BucketStore is one
-    value, and one event-time timer (its earliest forgetting) is kept per bucket."""
+    Spark refuses two applyInPandasWithState in one query. A bucket's state: its view_ids'
+    first arrivals (MapState `firsts`), the expiry lists (`expiring_<i>`), the ring saying
+    when each list is due (`ring`), the entries whose view_id has a later first arrival
+    since (`replaced`), and one event-time timer at the earliest due."""
 
     def __init__(self, columns: StructType, ttl_ms: int,
                  join_max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
@@ -106,7 +117,10 @@ class ViewDedupProcessor(StatefulProcessor):
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
-        self.blob = handle.getValueState("blob", STATE_SCHEMA)
+        self.firsts = handle.getMapState("firsts", _VIEW_ID, _FIRST_ARRIVAL)
+        self.ring_state = handle.getValueState("ring", STATE_SCHEMA)
+        self.lists = [handle.getListState(f"expiring_{i}", _ENTRY) for i in range(RING_SIZE)]
+        self.replaced = handle.getListState("replaced", _ENTRY)
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame],
                         timerValues: TimerValues) -> Iterator[pd.DataFrame]:
@@ -117,45 +131,78 @@ class ViewDedupProcessor(StatefulProcessor):
         if int(key[0]) == UNKEYED:  # no view_id: the join dead-letters these views
             yield self._out(frame, {}, {})
             return
-        store = self._load(watermark)
+        ring, stored = self._ring()
+        before = ring.next_due()
+        self._expire(ring, watermark)
         parsed: dict[int, View] = {}
-        duplicates = {} if frame is None else self.judge(store, frame, watermark, parsed)
-        self._save(store, watermark)
+        duplicates = {} if frame is None else self.judge(ring, frame, watermark, parsed)
+        self._keep(ring, stored, before, watermark)
         yield self._out(frame, duplicates, parsed)
 
     def handleExpiredTimer(self, key: Any, timerValues: TimerValues,
                            expiredTimerInfo: Any) -> Iterator[pd.DataFrame]:
         watermark = timerValues.getCurrentWatermarkInMs()
-        self._save(self._load(watermark), watermark)
+        ring, stored = self._ring()
+        before = ring.next_due()
+        self._expire(ring, watermark)
+        self._keep(ring, stored, before, watermark)
         return iter(())
 
     def close(self) -> None:
         pass
 
-    def _load(self, watermark_ms: int) -> BucketStore:
-        """The bucket's first arrivals, those the watermark has passed forgotten (as
-        dedup_views would forget them)."""
-        stored = self.blob.get()
-        store = BucketStore.from_blob(stored[0] if stored else None, self.buckets)
-        for expired in list(store.due(watermark_ms)):
-            store.put(expired, None, None)
-        return store
+    def _ring(self) -> tuple[ExpiryRing, bytes | None]:
+        """The bucket's expiry index, and its bytes as stored (to write it only if changed)."""
+        value = self.ring_state.get()
+        stored = value[0] if value else None
+        return ExpiryRing.from_bytes(stored, self.buckets, slot_ms(self.ttl_ms)), stored
 
-    def _save(self, store: BucketStore, watermark_ms: int) -> None:
-        """Keep the bucket and one timer at its earliest forgetting."""
-        if store.is_empty():
-            self.blob.clear()
-        else:
-            self.blob.update((store.to_blob(),))
-        keep_one_timer(self.handle, self.handle.listTimers(), store.next_wakeup(),
-                       watermark_ms)
+    def _expire(self, ring: ExpiryRing, watermark_ms: int) -> None:
+        """Forget the first arrivals of every list the watermark reached (as dedup_views
+        would forget them), save those whose entry was replaced by a later first arrival of
+        the same view_id (`replaced`), and empty the lists."""
+        replaced: set[tuple[str, int]] | None = None
+        kept = 0
+        for index in ring.pop_due(watermark_ms):
+            entries = list(self.lists[index].get())
+            if entries and replaced is None:
+                replaced = {(v, t) for v, t in self.replaced.get()}
+                kept = len(replaced)
+            for view_id, ts in entries:
+                if replaced is not None and (view_id, ts) in replaced:
+                    replaced.discard((view_id, ts))  # the map holds a later first arrival
+                else:
+                    self.firsts.removeKey((view_id,))
+            self.lists[index].clear()
+        if replaced is not None and len(replaced) != kept:
+            if replaced:
+                self.replaced.put(sorted(replaced))
+            else:
+                self.replaced.clear()
 
-    def judge(self, store: BucketStore, frame: pd.DataFrame, watermark_ms: int,
+    def _keep(self, ring: ExpiryRing, stored: bytes | None, before: int | None,
+              watermark_ms: int) -> None:
+        """Store the ring if it changed, and move the bucket's one timer to its next due
+        (a timer at or behind the watermark has fired already and is gone)."""
+        data = None if ring.is_empty() else ring.to_bytes()
+        if data != stored:
+            if data is None:
+                self.ring_state.clear()
+            else:
+                self.ring_state.update((data,))
+        after = ring.next_due()
+        if after != before:
+            if before is not None and before > watermark_ms:
+                self.handle.deleteTimer(before)
+            if after is not None:
+                self.handle.registerTimer(after)
+
+    def judge(self, ring: ExpiryRing, frame: pd.DataFrame, watermark_ms: int,
               parsed: dict[int, View]) -> dict[int, DuplicateView]:
-        """The duplicates among the frame's views (by row position); first arrivals into
-        `store`; the views parsed for the join into `parsed`. A view that does not parse, or
-        whose parsed view_id is not the one Spark read, is no candidate (the join
-        dead-letters it)."""
+        """The duplicates among the frame's views (by row position); new first arrivals into
+        the bucket's map and its expiry ring; the views parsed for the join into `parsed`.
+        A view that does not parse, or whose parsed view_id is not the one Spark read, is
+        no candidate (the join dead-letters it)."""
         candidates = (frame["kafka_topic"] == TOPIC_VIEWS) & frame[FUTURE_COLUMN].isna()
         if not candidates.any():
             return {}
@@ -174,16 +221,25 @@ class ViewDedupProcessor(StatefulProcessor):
                 by_key.setdefault(view_id, []).append(record)
                 position[(record.source.partition, record.source.offset)] = at
         duplicates: dict[int, DuplicateView] = {}
+        expiring: dict[int, list[tuple[str, int]]] = {}
+        replaced: list[tuple[str, int]] = []
         for view_id, key_views in by_key.items():
-            payload = store.get(view_id)
-            old = FirstArrival.from_bytes(payload) if payload is not None else None
+            value = self.firsts.getValue((view_id,))
+            old = None if value is None else FirstArrival(*value, self.ttl_ms)
             first, judged = dedup_views(old, key_views, watermark_ms, self.ttl_ms)
             for d in judged:
                 if isinstance(d, DuplicateView):
                     duplicates[position[(d.source.partition, d.source.offset)]] = d
-            if first != old:
-                store.put(view_id, None if first is None else first.to_bytes(),
-                          None if first is None else first.next_wakeup())
+            if first is not None and first != old:  # a new first arrival: its own entry
+                self.firsts.updateValue((view_id,), (first.ts, first.user_id, first.post_id))
+                expiring.setdefault(ring.place(first.next_wakeup()), []).append(
+                    (view_id, first.ts))
+                if old is not None:  # its list entry must not remove the new one
+                    replaced.append((view_id, old.ts))
+        for index, entries in expiring.items():
+            self.lists[index].appendList(entries)
+        if replaced:
+            self.replaced.appendList(replaced)
         return duplicates
 
     def _out(self, frame: pd.DataFrame | None, duplicates: dict[int, DuplicateView],
