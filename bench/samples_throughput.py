@@ -62,6 +62,7 @@ from bench.common import (
     publish_result,
     sandbox,
 )
+from bench.state_writes import StateWrites
 from spark_jobs.contracts.tables import TABLE_TRAINING_SAMPLES
 from spark_jobs.contracts.topics import (
     SAMPLES_TOPICS,
@@ -214,6 +215,7 @@ class TimedSamplesSink:
                 self._publish_ms += (time.perf_counter() - started) * 1000
 
         inner.publish = timed_publish  # the sink calls self.publish: the instance's wins
+        self.state_writes = StateWrites(inner.settings.lake.checkpoint(JOB))
 
     @property
     def outputs(self) -> Any:  # bench.common closes the producer through this
@@ -229,6 +231,7 @@ class TimedSamplesSink:
             "plan_ms": round(frame.plan_ms, 1), "publish_ms": round(self._publish_ms, 1),
             "delta_ms": round(total - frame.plan_ms - self._publish_ms, 1),
             "kinds": frame.kinds,
+            "state_written": self.state_writes.take(),  # {operator id: bytes}
         }
 
     def close(self) -> None:
@@ -302,33 +305,35 @@ def source_probe(spark: Any, settings: Settings) -> dict[str, Any]:
             "records_per_s": round(rows / seconds) if seconds else None}
 
 
-# the query's stateful steps: (name, state data source options, the blob's column)
-STATE_STEPS = (("join", {}, "value.groupState.blob"),  # applyInPandasWithState
-               ("dedup", {"stateVarName": "blob"}, "value.blob"))  # transformWithStateInPandas
+# the query's stateful steps: (name, state data source options, what one row measures)
+STATE_STEPS = (("join", {}, "length(value.groupState.blob)"),  # a bucket's blob
+               ("dedup", {"stateVarName": "firsts"}, "1"))  # a view_id's first arrival
 
 
 def stored_state(spark: Any, settings: Settings, batch_id: int) -> dict[str, Any]:
-    """The job's state after `batch_id`, read with Spark's state data source: per stateful
-    step (per-user join, view_id de-duplication) one row per bucket holding its keys' blob
-    (streaming/bucketed/store.py). Operator ids follow Spark's planning, so each step is
-    looked for under both."""
+    """The job's state after `batch_id`, read with Spark's state data source: the per-user
+    join, one row per bucket holding its users' blob (streaming/bucketed/store.py); the
+    view_id de-duplication, one row per remembered view_id (its MapState). Operator ids
+    follow Spark's planning, so each step is looked for under both."""
     found: dict[str, Any] = {"batch": batch_id}
     errors = []
-    for step, options, column in STATE_STEPS:
+    for step, options, measure in STATE_STEPS:
         for operator in (0, 1):
             try:
                 frame = (spark.read.format("statestore")
                          .option("path", settings.lake.checkpoint(JOB))
                          .option("batchId", batch_id).option("operatorId", operator)
                          .options(**options).load())
-                sizes = frame.selectExpr(f"length({column}) AS bytes").toArrow()[
+                sizes = frame.selectExpr(f"{measure} AS bytes").toArrow()[
                     "bytes"].to_pylist()
             except Exception as exc:  # not this operator, or a reader limitation
                 errors.append(f"{step}/{operator}: {str(exc).splitlines()[0][:200]}")
                 continue
-            found[step] = {"operator": operator, "buckets": len(sizes),
-                           "value_bytes": sum(sizes),
-                           "value_bytes_per_bucket": percentiles(sizes, (50, 99))}
+            found[step] = ({"operator": operator, "buckets": len(sizes),
+                            "value_bytes": sum(sizes),
+                            "value_bytes_per_bucket": percentiles(sizes, (50, 99))}
+                           if step == "join" else
+                           {"operator": operator, "view_ids": len(sizes)})
             break
     if "join" not in found or "dedup" not in found:
         found["error"] = "; ".join(errors)
@@ -520,6 +525,7 @@ def batch_rows(batches: list[Progress], timings: dict[int, dict[str, Any]],
             "plan_ms": t.get("plan_ms"), "publish_ms": t.get("publish_ms"),
             "delta_ms": t.get("delta_ms"),
             "state_commit_ms": op["commitTimeMs"],
+            "state_written_bytes": t.get("state_written"),
         })
     return rows
 
@@ -577,7 +583,21 @@ def throughput(rows: list[dict[str, Any]], wall_s: float, warmup: int, limit: in
                                     / max(1, sum(r["rows"] for r in full)), 3),
         "state_mb_moved_per_batch": round(sum(r["state_mb_moved"] or 0 for r in full)
                                           / len(full), 1) if full else None,
+        "state_written_per_full_batch": state_written(full),
     }
+
+
+def state_written(full: list[dict[str, Any]]) -> dict[str, Any]:
+    """New state files per operator (the checkpoint's growth) over the full batches: MB per
+    batch, and bytes per input record (flat when the writes follow the batch, growing when
+    they follow what the state holds)."""
+    per_op: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for r in full:
+        for op, written in (r["state_written_bytes"] or {}).items():
+            per_op[op].append((written, r["rows"]))
+    return {op: {"mb_per_batch": round(sum(w for w, _ in pairs) / len(pairs) / 1e6, 2),
+                 "bytes_per_record": [round(w / n, 1) for w, n in pairs if n]}
+            for op, pairs in sorted(per_op.items())}
 
 
 def sample_check(settings: Settings, expected: int, sink_samples: int, replay_samples: int
