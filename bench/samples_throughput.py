@@ -676,8 +676,8 @@ def _cell(run: dict[str, Any], what: str) -> str:
         join, dedup = stored["join"], stored["dedup"]
         return (f"batch {stored['batch']}: join {join['value_bytes']:,} B in "
                 f"{join['buckets']} buckets = {stored.get('bytes_per_pending_view')} B per "
-                f"pending view; de-dup {dedup['value_bytes']:,} B in {dedup['buckets']} "
-                f"buckets = {stored.get('dedup_bytes_per_view_read')} B per view read")
+                f"pending view; de-dup {dedup['view_ids']:,} view_ids remembered = "
+                f"{stored.get('dedup_view_ids_per_view_read')} per view read")
     if what == "source":
         return f"{probe['records_per_s']:,} records/s"
     if what == "python":
@@ -782,8 +782,8 @@ def run_limit(args: argparse.Namespace, limit: int, records: list[Record],
                 run.stored["join"]["value_bytes"] / by_batch[point].views, 1)
             views_read = sum(end for key, end in end_offsets_of(progress_of[point]).items()
                              if key.startswith(f"{TOPIC_VIEWS}/"))
-            run.stored["dedup_bytes_per_view_read"] = round(
-                run.stored["dedup"]["value_bytes"] / max(1, views_read), 1)
+            run.stored["dedup_view_ids_per_view_read"] = round(
+                run.stored["dedup"]["view_ids"] / max(1, views_read), 3)
         check = sample_check(settings, mix["distinct_views"],
                              sum(r["samples"] for r in rows), sum(s.samples for s in snapshots))
     return {
