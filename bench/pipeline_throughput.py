@@ -27,6 +27,7 @@ from typing import Any
 
 import orjson
 
+from bench.bucket_state import bucket_state
 from bench.common import (
     FILTERS,
     JOBS,
@@ -45,6 +46,7 @@ from bench.common import (
     start_jobs,
     wait_until_drained,
 )
+from bench.memory import peak_memory
 from spark_jobs.contracts.tables import TABLE_DEAD_LETTERS, TABLE_RAW_ACTIVATIONS, TABLE_RAW_EVENTS
 from spark_jobs.contracts.topics import EXPERIMENT_TOPICS, TOPIC_ACTIVATIONS, TOPIC_EVENTS
 from spark_jobs.experiments.core.user_metrics import MetricParams, UserMetricsState
@@ -55,6 +57,7 @@ NAME = "pipeline_throughput"
 DURATION_MS = 3 * HOUR_MS  # 4.5 periods of 40 min, 36 windows of 5 min
 SEED = 11
 RELEASE_EXPERIMENT = "bench_release"
+BUCKETED_JOBS = ("filter_events", "experiment_metrics")  # one bucketed operator each
 EXPERIMENTS = {
     "period": "40m", "window": "5m", "lateness": "1m", "dedup_ttl": "1m",
     "cap_per_user_hour": 300,
@@ -173,6 +176,8 @@ class PipelineRun:
     done_at: dict[str, float]  # epoch seconds when each job had read its whole input
     done_batch: dict[str, int]
     progresses: dict[str, list[Progress]]
+    memory: dict[str, Any]  # peak RSS of the driver's Python, the JVM and the Python workers
+    stored_state: dict[str, Any]  # per bucketed job: keys and bytes per key after its last batch
 
     @property
     def wall_s(self) -> float:
@@ -189,17 +194,33 @@ def run_pipeline(settings: Settings, timeout_s: float) -> PipelineRun:
     jobs: RunningJobs | None = None
     try:
         started_at = time.time()
-        jobs = start_jobs(spark, settings, JOBS)
-        done = wait_until_drained(jobs, settings, timeout_s)
+        with peak_memory() as memory:
+            jobs = start_jobs(spark, settings, JOBS)
+            done = wait_until_drained(jobs, settings, timeout_s)
         progresses = {name: progress_list(q) for name, q in jobs.queries.items()}
+        jobs.stop()
+        jobs = None
+        stored = {name: stored_state(spark, settings, name, progresses[name])
+                  for name in BUCKETED_JOBS}
     finally:
         if jobs is not None:
             jobs.stop()
         spark.stop()
     return PipelineRun(
         session_start_s, started_at, {n: batch_end_s(p) for n, p in done.items()},
-        {n: p["batchId"] for n, p in done.items()}, progresses,
+        {n: p["batchId"] for n, p in done.items()}, progresses, memory.report(), stored,
     )
+
+
+def stored_state(spark: Any, settings: Settings, name: str,
+                 progresses: Sequence[Progress]) -> dict[str, Any]:
+    """The job's bucket state after its last batch (keys = users held)."""
+    batch = max(p["batchId"] for p in progresses)
+    try:
+        return bucket_state(spark, settings.lake.checkpoint(name), batch,
+                            settings.jobs.state_buckets)
+    except Exception as exc:  # a reader limitation must not lose the run's other figures
+        return {"batch": batch, "error": str(exc).splitlines()[0][:300]}
 
 
 # ---------------------------------------------------------------- reports
@@ -445,6 +466,17 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
                 f"{peak['memoryUsedBytes']:,} B memory ({peak['memory_bytes_per_row']} B/row, "
                 f"SST {peak['sst_bytes_per_row']} B/row)"
             )
+    memory = result.get("memory_peak") or {}
+    if memory:
+        lines.append(
+            f"  peak RSS: driver Python {memory.get('driver_python_mb')} MB, JVM "
+            f"{memory.get('jvm_mb')} MB, Python workers {memory.get('python_workers_mb')} MB PSS "
+            f"({memory.get('python_worker_count')} at most), total {memory.get('total_mb')} MB")
+    for name, stored in (result.get("stored_state") or {}).items():
+        lines.append(f"  {name} state after batch {stored.get('batch')}: "
+                     + (f"{stored['keys']:,} users, {stored['stored_bytes']:,} B stored, "
+                        f"{stored['stored_bytes_per_key']} B per user"
+                        if "keys" in stored else stored.get("error", "?")))
     ceiling, spark_rate = result["python_ceiling"], result["jobs"][METRICS]
     lines.append(
         f"  Python ceiling (UserMetricsState alone, {ceiling['in_memory']['rows']:,} rows): "
@@ -501,6 +533,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "session_start_s": round(run.session_start_s, 2),
         },
         "jobs": {name: job_report(run, name) for name in JOBS},
+        "memory_peak": run.memory,
+        "stored_state": run.stored_state,
         "python_ceiling": ceiling,
         "engine_limits": limits,
     }

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from spark_jobs.catalog import UnknownJobError
+from spark_jobs.cluster import commands as cluster_commands
 from spark_jobs.config import commands as config_commands
 from spark_jobs.config.cli_args import OneLineParser, UsageError, print_error
 from spark_jobs.config.durations import DurationError
@@ -27,7 +28,8 @@ from spark_jobs.settings import ConfigError, load_settings
 from spark_jobs.streaming import commands as streaming_commands
 
 COMMAND_GROUPS = (  # the order of `tideline --help`
-    local_commands, experiment_commands, streaming_commands, control_commands,
+    local_commands, cluster_commands, experiment_commands, streaming_commands,
+    control_commands,
     samples_commands, fraud_commands, results_commands, config_commands,
 )
 DEBUG_VARIABLE = "TIDELINE_DEBUG"  # 1: a failure while running shows its traceback

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spark_jobs.catalog import JOB_NAMES
+from spark_jobs.cluster.settings import ClusterSettings
 from spark_jobs.config.fields import ConfigError, build_section, is_section, section_defaults
 from spark_jobs.config.layers import ENV_PREFIX, Sources, check_known, deep_merge, read_layers
 from spark_jobs.control.settings import (
@@ -47,7 +48,8 @@ from spark_jobs.streaming.settings import (
 __all__ = [
     "COMPRESSIONS", "DEFAULTS", "DEFAULT_GUARDRAILS", "EMBEDDED_BROKER_PORT", "ENV_PREFIX",
     "FRAUD_STATES", "SECTIONS", "STAT_METHODS", "STREAMING_JOBS", "AirflowSettings",
-    "AlertSettings", "ConfigError", "DashboardSettings", "ExperimentSettings", "FraudSettings",
+    "AlertSettings", "ClusterSettings", "ConfigError", "DashboardSettings",
+    "ExperimentSettings", "FraudSettings",
     "JobSettings", "KafkaSettings", "LakeSettings", "MaintenanceSettings", "MetadataSettings",
     "MonitorSettings", "SamplesSettings", "Settings", "SparkSettings", "StatsSettings",
     "ValidationSettings", "build_settings", "deep_merge", "load_settings",
@@ -63,6 +65,7 @@ class Settings:
     kafka: KafkaSettings
     spark: SparkSettings
     lake: LakeSettings
+    cluster: ClusterSettings
     metadata: MetadataSettings
     experiments: ExperimentSettings
     jobs: JobSettings

@@ -23,6 +23,7 @@ from spark_jobs.settings import Settings
 from spark_jobs.streaming.kafka.topic_admin import check_kafka, ensure_topics
 from spark_jobs.streaming.progress import ProgressFileListener
 from spark_jobs.streaming.spark_session import build_session
+from spark_jobs.streaming.state_layout import state_layout_advice
 
 log = logging.getLogger(__name__)
 
@@ -80,11 +81,13 @@ def run_job(settings: Settings, name: str, available_now: bool = False) -> None:
         close = getattr(sink, "close", None)
         if close:
             close()
+    failure = None if query.exception() is None else str(query.exception())
+    advice = None if failure is None else state_layout_advice(
+        name, failure, settings.lake.checkpoint(name))
     if not query.isActive:
-        failure = query.exception()
-        listener.write_final(None if failure is None else str(failure))
+        listener.write_final(advice or failure)
     # the listener bus delivers onQueryTerminated late: to a Python side that is exiting, it
     # fails with a stack trace in the log; the final status is written above already
     spark.streams.removeListener(listener)
-    if query.exception() is not None and not stopping.is_set():
-        raise RuntimeError(f"job {name} failed: {query.exception()}")
+    if failure is not None and not stopping.is_set():
+        raise RuntimeError(advice or f"job {name} failed: {failure}")

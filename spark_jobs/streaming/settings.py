@@ -59,6 +59,11 @@ class LakeSettings:
         return f"{self.checkpoints.rstrip('/')}/{job}"
 
 
+def event_log_dir(lake: LakeSettings) -> str:
+    """Where Spark applications write their event logs, for the history server."""
+    return f"{lake.root.rstrip('/')}/_spark_events"
+
+
 @dataclass(frozen=True)
 class JobSettings:
     trigger_ms: int = setting("1s", Duration(), "micro-batch trigger interval of every job")

@@ -101,9 +101,9 @@ def test_unknown_section_exits_2_with_the_known_ones(environ, capsys):
     code, lines, err = show(capsys, "--section", "kafak")
     assert (code, lines) == (2, [])
     assert err.strip().splitlines() == [
-        "tideline: error: unknown config section 'kafak' (known: kafka, spark, lake, metadata, "
-        "experiments, jobs, alerts, airflow, validation, monitor, maintenance, stats, dashboard, "
-        "fraud, samples)"]
+        "tideline: error: unknown config section 'kafak' (known: kafka, spark, lake, cluster, "
+        "metadata, experiments, jobs, alerts, airflow, validation, monitor, maintenance, stats, "
+        "dashboard, fraud, samples)"]
 
 
 def test_a_bad_configuration_exits_2_in_one_line(environ, capsys):

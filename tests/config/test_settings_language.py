@@ -30,6 +30,11 @@ OLD_DEFAULTS: dict[str, dict[str, Any]] = {
     "kafka": {"bootstrap": "127.0.0.1:19092", "client": {}, "partitions": 2},
     "spark": {"master": "local[*]", "conf": {}},
     "lake": {"root": "./lake", "checkpoints": None, "snapshots": None},
+    "cluster": {  # issue 16: tideline cluster
+        "host": "127.0.0.1", "workers": 2, "worker_cores": 1, "worker_memory": "2g",
+        "master_port": 7077, "master_ui_port": 8088, "worker_ui_port": 8091,
+        "history_port": 18080, "home": None,
+    },
     "metadata": {"url": None},
     "experiments": {
         "period": "3d", "window": "15m", "lateness": "10m", "dedup_ttl": "5m",
@@ -72,6 +77,7 @@ OLD_DEFAULTS: dict[str, dict[str, Any]] = {
 OWNERS = {
     "spark_jobs.streaming.settings": ("kafka", "spark", "lake", "jobs"),
     "spark_jobs.experiments.settings": ("metadata", "experiments"),
+    "spark_jobs.cluster.settings": ("cluster",),
     "spark_jobs.fraud.settings": ("fraud",),
     "spark_jobs.samples.settings": ("samples",),
     "spark_jobs.results.settings": ("stats", "dashboard"),

@@ -1,0 +1,72 @@
+"""A checkpoint of another state layout: the job's failure says which checkpoint to delete."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from spark_jobs.streaming.state_layout import state_layout_advice
+
+SPARK_TEXT = (
+    "[STREAM_FAILED] Query [id = 66df, runId = e6fb] terminated with exception: "
+    "[STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA] Streaming stateful operator "
+    "name does not match with the operator in state metadata."
+)
+
+
+def test_advice_names_the_checkpoint_and_what_to_do() -> None:
+    advice = state_layout_advice("experiment_metrics", SPARK_TEXT, "/lake/_checkpoints/em")
+    assert advice is not None
+    assert "experiment_metrics" in advice and "delete /lake/_checkpoints/em" in advice
+    assert "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA" in advice
+
+
+def test_other_failures_get_no_advice() -> None:
+    assert state_layout_advice("filter_events", "Kafka broker unreachable", "/c") is None
+
+
+def _count_rows(key: Any, frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
+    state.update((b"x",))
+    yield pd.DataFrame({"k": [key[0]], "n": [sum(len(frame) for frame in frames)]})
+
+
+@pytest.mark.spark
+def test_spark_refusal_of_an_earlier_layout_is_recognized(spark: Any, tmp_path: Path) -> None:
+    """What Spark really says when a job moves from transformWithState to bucketed state."""
+    from pyspark.sql.streaming.state import GroupStateTimeout
+    from pyspark.sql.streaming.stateful_processor import StatefulProcessor
+
+    class Counting(StatefulProcessor):
+        def init(self, handle: Any) -> None:
+            pass
+
+        def handleInputRows(self, key: Any, rows: Any, timerValues: Any) -> Any:
+            yield pd.DataFrame({"k": [key[0]], "n": [sum(len(frame) for frame in rows)]})
+
+        def close(self) -> None:
+            pass
+
+    source = spark.range(20).selectExpr("id % 3 AS k", "id")
+    path = tmp_path / "input"
+    source.write.parquet(str(path))
+    stream = spark.readStream.schema(source.schema).parquet(str(path))
+    checkpoint = str(tmp_path / "checkpoint")
+    earlier = stream.groupBy("k").transformWithStateInPandas(
+        Counting(), outputStructType="k long, n long", outputMode="Append", timeMode="None")
+    now = stream.groupBy("k").applyInPandasWithState(
+        _count_rows, "k long, n long", "blob binary", "Append", GroupStateTimeout.NoTimeout)
+    for plan in (earlier, now):
+        source.write.mode("append").parquet(str(path))  # new input: the plan runs a batch
+        query = (plan.writeStream.format("noop").option("checkpointLocation", checkpoint)
+                 .trigger(availableNow=True).start())
+        with contextlib.suppress(Exception):  # the second query's failure is read below
+            query.awaitTermination(120)
+    failure = query.exception()
+    assert failure is not None
+    advice = state_layout_advice("experiment_metrics", str(failure), checkpoint)
+    assert advice is not None and checkpoint in advice
