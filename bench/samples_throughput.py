@@ -8,7 +8,7 @@ window (as tests/samples/test_training_samples_job.py does). For each `--limits`
 (jobs.max_records_per_trigger; a fresh broker, lake and Spark session each) the job starts
 as the runner starts it (start_job, available-now trigger) and runs until it stops, i.e.
 until every view's sample is out. Its sink is wrapped to time the plan (`toArrow()`: source
-read, shuffle, transformWithState), the Avro publish and the rest (Delta insert of the
+read, shuffles, the two bucketed stateful steps), the Avro publish and the rest (Delta insert of the
 samples, orphans, dead letters).
 
 1. Throughput. End to end: input records and samples over the time from query start to
@@ -23,11 +23,11 @@ samples, orphans, dead letters).
 2. State. Every batch is replayed through the pure joiner (the same offset ranges and the
    batch's watermark, each touched user's state pickled and unpickled as BlobState does):
    it gives the pending views and engagements after each batch and their bytes
-   (UserJoinState.to_bytes, and as BlobState stores it), next to the state operator's
+   (UserJoinState.to_bytes, and pickled with its wake-up), next to the state operators'
    numRowsTotal, memoryUsedBytes and RocksDB SST size of the same batch. Reported at the
    last batch that closed no view (event time advanced less than the window: every view read
    is pending) and at the peak; the replay's samples per batch must equal the job's. The
-   value state at that batch is also read back with Spark's state data source. The replay's
+   bucket state at that batch is also read back with Spark's state data source. The replay's
    own speed is the ceiling of the Python logic; a batch read of both topics with the same
    JSON extraction (no shuffle, no state) is the source's.
 
@@ -62,6 +62,7 @@ from bench.common import (
     publish_result,
     sandbox,
 )
+from bench.state_writes import StateWrites
 from spark_jobs.contracts.tables import TABLE_TRAINING_SAMPLES
 from spark_jobs.contracts.topics import (
     SAMPLES_TOPICS,
@@ -214,6 +215,7 @@ class TimedSamplesSink:
                 self._publish_ms += (time.perf_counter() - started) * 1000
 
         inner.publish = timed_publish  # the sink calls self.publish: the instance's wins
+        self.state_writes = StateWrites(inner.settings.lake.checkpoint(JOB))
 
     @property
     def outputs(self) -> Any:  # bench.common closes the producer through this
@@ -229,6 +231,7 @@ class TimedSamplesSink:
             "plan_ms": round(frame.plan_ms, 1), "publish_ms": round(self._publish_ms, 1),
             "delta_ms": round(total - frame.plan_ms - self._publish_ms, 1),
             "kinds": frame.kinds,
+            "state_written": self.state_writes.take(),  # {operator id: bytes}
         }
 
     def close(self) -> None:
@@ -247,7 +250,7 @@ class JobRun:
 
 def run_job(settings: Settings, timeout_s: float, state_batch_of: Any) -> JobRun:
     """Start the session (not timed), then the job (timed) until it stops by itself; then
-    read back the value state at the batch `state_batch_of(progresses)` names."""
+    read back the bucket state at the batch `state_batch_of(progresses)` names."""
     from spark_jobs.streaming.runner import start_job
     from spark_jobs.streaming.spark_session import build_session
 
@@ -302,18 +305,39 @@ def source_probe(spark: Any, settings: Settings) -> dict[str, Any]:
             "records_per_s": round(rows / seconds) if seconds else None}
 
 
+# the query's stateful steps: (name, state data source options, what one row measures)
+STATE_STEPS = (("join", {}, "length(value.groupState.blob)"),  # a bucket's blob
+               ("dedup", {"stateVarName": "firsts"}, "1"))  # a view_id's first arrival
+
+
 def stored_state(spark: Any, settings: Settings, batch_id: int) -> dict[str, Any]:
-    """The job's value state after `batch_id`, read with Spark's state data source: one
-    row per user with pending records, the BlobState value (pickled (blob, timer))."""
-    try:
-        frame = (spark.read.format("statestore")
-                 .option("path", settings.lake.checkpoint(JOB))
-                 .option("batchId", batch_id).option("stateVarName", "state").load())
-        sizes = frame.selectExpr("length(value.blob) AS bytes").toArrow()["bytes"].to_pylist()
-    except Exception as exc:  # a reader limitation must not lose the run's other numbers
-        return {"batch": batch_id, "error": str(exc).splitlines()[0][:300]}
-    return {"batch": batch_id, "users": len(sizes), "value_bytes": sum(sizes),
-            "value_bytes_per_user": percentiles(sizes, (50, 99))}
+    """The job's state after `batch_id`, read with Spark's state data source: the per-user
+    join, one row per bucket holding its users' blob (streaming/bucketed/store.py); the
+    view_id de-duplication, one row per remembered view_id (its MapState). Operator ids
+    follow Spark's planning, so each step is looked for under both."""
+    found: dict[str, Any] = {"batch": batch_id}
+    errors = []
+    for step, options, measure in STATE_STEPS:
+        for operator in (0, 1):
+            try:
+                frame = (spark.read.format("statestore")
+                         .option("path", settings.lake.checkpoint(JOB))
+                         .option("batchId", batch_id).option("operatorId", operator)
+                         .options(**options).load())
+                sizes = frame.selectExpr(f"{measure} AS bytes").toArrow()[
+                    "bytes"].to_pylist()
+            except Exception as exc:  # not this operator, or a reader limitation
+                errors.append(f"{step}/{operator}: {str(exc).splitlines()[0][:200]}")
+                continue
+            found[step] = ({"operator": operator, "buckets": len(sizes),
+                            "value_bytes": sum(sizes),
+                            "value_bytes_per_bucket": percentiles(sizes, (50, 99))}
+                           if step == "join" else
+                           {"operator": operator, "view_ids": len(sizes)})
+            break
+    if "join" not in found or "dedup" not in found:
+        found["error"] = "; ".join(errors)
+    return found
 
 
 # ---------------------------------------------------------------- the pure replay
@@ -434,10 +458,18 @@ def state_point(batches: list[Progress], first_view_ms: int, window_ms: int) -> 
 
 
 def operator_state(progress: Progress) -> dict[str, Any]:
+    """The state operators' numbers, summed over the query's stateful steps."""
     ops = progress.get("stateOperators") or [{}]
-    op = ops[0]
-    return {"numRowsTotal": op.get("numRowsTotal"), "memoryUsedBytes": op.get("memoryUsedBytes"),
-            "customMetrics": op.get("customMetrics", {})}
+
+    def total(values: list[Any]) -> int | None:
+        known = [v for v in values if v is not None]
+        return sum(known) if known else None
+
+    sst = total([op.get("customMetrics", {}).get("rocksdbSstFileSize") for op in ops])
+    return {"numRowsTotal": total([op.get("numRowsTotal") for op in ops]),
+            "memoryUsedBytes": total([op.get("memoryUsedBytes") for op in ops]),
+            "commitTimeMs": total([op.get("commitTimeMs") for op in ops]),
+            "customMetrics": {"rocksdbSstFileSize": sst}}
 
 
 def state_report(progress: Progress, snap: Snapshot, first_view_ms: int) -> dict[str, Any]:
@@ -492,7 +524,8 @@ def batch_rows(batches: list[Progress], timings: dict[int, dict[str, Any]],
             **{k: p["durationMs"].get(k, 0) for k in DURATIONS},
             "plan_ms": t.get("plan_ms"), "publish_ms": t.get("publish_ms"),
             "delta_ms": t.get("delta_ms"),
-            "state_commit_ms": (p.get("stateOperators") or [{}])[0].get("commitTimeMs"),
+            "state_commit_ms": op["commitTimeMs"],
+            "state_written_bytes": t.get("state_written"),
         })
     return rows
 
@@ -550,7 +583,21 @@ def throughput(rows: list[dict[str, Any]], wall_s: float, warmup: int, limit: in
                                     / max(1, sum(r["rows"] for r in full)), 3),
         "state_mb_moved_per_batch": round(sum(r["state_mb_moved"] or 0 for r in full)
                                           / len(full), 1) if full else None,
+        "state_written_per_full_batch": state_written(full),
     }
+
+
+def state_written(full: list[dict[str, Any]]) -> dict[str, Any]:
+    """New state files per operator (the checkpoint's growth) over the full batches: MB per
+    batch, and bytes per input record (flat when the writes follow the batch, growing when
+    they follow what the state holds)."""
+    per_op: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for r in full:
+        for op, written in (r["state_written_bytes"] or {}).items():
+            per_op[op].append((written, r["rows"]))
+    return {op: {"mb_per_batch": round(sum(w for w, _ in pairs) / len(pairs) / 1e6, 2),
+                 "bytes_per_record": [round(w / n, 1) for w, n in pairs if n]}
+            for op, pairs in sorted(per_op.items())}
 
 
 def sample_check(settings: Settings, expected: int, sink_samples: int, replay_samples: int
@@ -624,11 +671,13 @@ def _cell(run: dict[str, Any], what: str) -> str:
                 f"per user p50 {rep['blob_bytes_per_user']['p50']:,.0f} B, p99 "
                 f"{rep['blob_bytes_per_user']['p99']:,.0f} B")
     if what == "stored":
-        if not stored.get("users"):
+        if "join" not in stored or "dedup" not in stored:
             return stored.get("error", "-")
-        return (f"batch {stored['batch']}: {stored['value_bytes']:,} B over "
-                f"{stored['users']:,} users = {stored.get('bytes_per_pending_view')} B per "
-                f"pending view")
+        join, dedup = stored["join"], stored["dedup"]
+        return (f"batch {stored['batch']}: join {join['value_bytes']:,} B in "
+                f"{join['buckets']} buckets = {stored.get('bytes_per_pending_view')} B per "
+                f"pending view; de-dup {dedup['view_ids']:,} view_ids remembered = "
+                f"{stored.get('dedup_view_ids_per_view_read')} per view read")
     if what == "source":
         return f"{probe['records_per_s']:,} records/s"
     if what == "python":
@@ -648,7 +697,7 @@ ROWS = (
     ("point", "state when no view has closed yet"),
     ("peak", "state at the most pending views"),
     ("blob", "pickled UserJoinState.to_bytes (domain), at the first of those"),
-    ("stored", "value state read back (state data source), same batch"),
+    ("stored", "bucket state read back (state data source), same batch"),
     ("source", "source alone: both topics, batch read + JSON key/ts (warm session)"),
     ("python", "pure joiner replay of the same batches (1 core, with state pickling)"),
 )
@@ -728,9 +777,13 @@ def run_limit(args: argparse.Namespace, limit: int, records: list[Record],
         for label, batch in (("pending_point", point), ("peak", peak.batch)):
             reports[label] = (None if batch is None else
                               state_report(progress_of[batch], by_batch[batch], first_view))
-        if run.stored.get("users") and point is not None and by_batch[point].views:
+        if "error" not in run.stored and point is not None and by_batch[point].views:
             run.stored["bytes_per_pending_view"] = round(
-                run.stored["value_bytes"] / by_batch[point].views, 1)
+                run.stored["join"]["value_bytes"] / by_batch[point].views, 1)
+            views_read = sum(end for key, end in end_offsets_of(progress_of[point]).items()
+                             if key.startswith(f"{TOPIC_VIEWS}/"))
+            run.stored["dedup_view_ids_per_view_read"] = round(
+                run.stored["dedup"]["view_ids"] / max(1, views_read), 3)
         check = sample_check(settings, mix["distinct_views"],
                              sum(r["samples"] for r in rows), sum(s.samples for s in snapshots))
     return {

@@ -35,11 +35,14 @@ def add_isolated(
     records: Iterable[Record],
     watermark_ms: int,
     params: JoinParameters,
+    snapshot: bytes | None = None,
 ) -> IsolatedStep:
     """`add_records`, where a record whose processing raises is returned in `failed` instead
-    of failing the step; `state` must not be used afterwards (use the returned one)."""
+    of failing the step; `state` must not be used afterwards (use the returned one).
+    `snapshot`: the bytes `state` was just decoded from, if any (saves encoding it again)."""
     records = list(records)
-    snapshot = state.to_bytes()
+    if snapshot is None:
+        snapshot = state.to_bytes()
     try:
         return IsolatedStep(state, add_records(state, records, watermark_ms, params))
     except Exception:  # which record: found below, one at a time

@@ -227,7 +227,8 @@ def _add_view(state: UserJoinState, view: View, watermark_ms: int, params: JoinP
         # due, and its timer fires after these rows: this is the id's next view (the
         # de-duplication let it through), so the pending one closes first, as advance would
         _close(state, [pending], params, result)
-    state.views[view.view_id] = dataclasses.replace(view, raw="")
+    state.views[view.view_id] = View(view.view_id, view.user_id, view.post_id, view.ts,
+                                     view.context, view.source)  # kept without its raw text
     _retarget_pending(state, view.view_id, view, result)
 
 

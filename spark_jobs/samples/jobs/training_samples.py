@@ -1,13 +1,14 @@
 """training_samples: views + engagements -> one labelled training sample per view.
 
-The seed's joiner (a KeyedCoProcessFunction over RocksDB state) as one transformWithState
-keyed by user_id, which is also how the seed avoids concurrent updates of a user: all of a
-user's records meet in one key, and all of a user's samples go to one partition of the
-`training_samples` topic. Ahead of it, a transformWithState keyed by view_id drops a view_id
-seen within `samples.dedup_ttl`, across users and after its sample (CONTRACTS.md section 9),
-so a view yields one sample however often it is sent. Either side may come first; a view's
-sample is emitted once the watermark (`samples.lateness` behind the newest ts of either
-topic) passes view ts + `samples.window`. The driver then publishes the samples as Avro
+The seed's joiner (a KeyedCoProcessFunction over RocksDB state) as one stateful step keyed by
+user_id (users kept in buckets, streaming/bucketed), which is also how the seed avoids
+concurrent updates of a user: all of a user's records meet in one key, and all of a user's
+samples go to one partition of the `training_samples` topic. Ahead of it, a stateful step
+keyed by view_id (view_ids in buckets too) drops a view_id seen within `samples.dedup_ttl`,
+across users and after its sample (CONTRACTS.md section 9), so a view yields one sample
+however often it is sent. Either side may come first; a view's sample is emitted once the
+watermark (`samples.lateness` behind the newest ts of either topic) passes view ts +
+`samples.window`. The driver then publishes the samples as Avro
 (schema versioned in spark_jobs/samples/encoding/schemas, Kafka compression
 `samples.compression`), dead-letters what could not be used, appends orphan engagements, and
 inserts the samples into the Delta table by sample_id: a replayed or re-delivered sample is
@@ -45,14 +46,12 @@ from spark_jobs.samples.jobs.sample_topic import publish_samples
 from spark_jobs.samples.processors.dedup_processor import (
     VIEW_KEY,
     ViewDedupProcessor,
-    dedup_schema,
     view_key,
 )
 from spark_jobs.samples.processors.join_processor import (
     KIND_ORPHAN,
     KIND_SAMPLE,
     SampleJoinProcessor,
-    output_schema,
 )
 from spark_jobs.settings import ConfigError, Settings
 from spark_jobs.streaming.batch_outputs import BatchSink, linger, rows_of_kind
@@ -85,9 +84,10 @@ def _counted(kind: str) -> F.Column:
 
 
 def build(spark: SparkSession, settings: Settings) -> DataFrame:
-    """Both topics through one source, the watermark on ts, one stateful step per view_id
-    (de-duplication) then one per user (the join), and per-batch counts (samples, orphans,
-    dead letters, duplicate views) in the query progress."""
+    """Both topics through one source, the watermark on ts, one stateful step by view_id
+    (de-duplication) then one by user (the join), both bucketed (jobs.state_buckets, fixed
+    by the checkpoint), and per-batch counts (samples, orphans, dead letters, duplicate
+    views) in the query progress."""
     samples = settings.samples
     raw = read_topic(
         spark, settings.kafka, (TOPIC_VIEWS, TOPIC_ENGAGEMENTS),
@@ -101,17 +101,12 @@ def build(spark: SparkSession, settings: Settings) -> DataFrame:
     ts = F.when(F.col("user_id").isNotNull(), F.get_json_object(text, "$.ts").try_cast("long"))
     timed = with_event_time(keyed, ts, samples.lateness_ms,
                             max_clock_skew_ms=settings.jobs.max_clock_skew_ms)
-    deduped = timed.withColumn(VIEW_KEY, view_key(F.col("kafka_topic"), text)).groupBy(
-        VIEW_KEY).transformWithState(
-        ViewDedupProcessor(timed.schema, samples.dedup_ttl_ms), dedup_schema(timed.schema),
-        "append", "EventTime",
-    )
-    joined = deduped.groupBy("user_id").transformWithState(
-        SampleJoinProcessor(join_parameters(settings), settings.jobs.max_message_bytes),
-        output_schema(samples.signals),
-        "append",
-        "EventTime",
-    )
+    buckets = settings.jobs.state_buckets
+    deduped = ViewDedupProcessor(timed.schema, samples.dedup_ttl_ms,
+                                 settings.jobs.max_message_bytes).apply(
+        timed.withColumn(VIEW_KEY, view_key(F.col("kafka_topic"), text)), buckets)
+    joined = SampleJoinProcessor(join_parameters(settings), settings.jobs.max_message_bytes
+                                 ).apply(deduped, buckets)
     duplicate = (F.col("kind") == KIND_DROPPED) & (F.col("reason") == DUPLICATE_VIEW)
     return joined.observe(
         METRICS,

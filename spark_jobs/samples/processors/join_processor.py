@@ -1,18 +1,22 @@
-"""Spark adapter of the training-sample join (training_samples): keyed by user_id.
+"""Spark adapter of the training-sample join (training_samples): users in buckets.
+
+Keyed by the bucket of user_id (streaming/bucketed): each user's pending views, engagements
+and duplicate markers are a UserJoinState kept as bytes in its bucket's blob, and one
+event-time timeout per bucket stands for every user's next close, so a user who goes quiet
+still gets samples and orphans out when event time moves on.
 
 Rows are the raw messages of `views` and `engagements`, after the view de-duplication
 (dedup_processor.py: a duplicate view carries its first arrival's user and post); the
 processor parses them with the domain's parsers, runs `add_records` then `advance` at the
-batch's watermark, and keeps the user's pending views and engagements as one blob with one
-event-time timer (the earliest close), so a user who goes quiet still gets samples and
-orphans out when event time moves on.
-Output rows have a `kind`: sample, orphan, dead, or duplicates (the count of views dropped as
-later arrivals of an id, for the job's metrics).
+batch's watermark for each user of the batch, and `advance` alone for a user whose close has
+come without records.
+Output rows have a `kind`: sample, orphan, dead, or dropped (the count of views dropped as
+later arrivals of an id, reason `duplicate_view`, for the job's drop counts).
 
 No record stops the job (CONTRACTS section 9): messages are decoded through the JSON gate with
-`jobs.max_message_bytes`, and a record whose processing raises becomes an `error` dead letter
-while the others of its batch go on (core/isolation.py). Duplicate views reach the job's drop
-counts (kind dropped, reason `duplicate_view`).
+`jobs.max_message_bytes`, a record whose processing raises becomes an `error` dead letter
+while the others of its batch go on (core/isolation.py), and the base dead-letters records
+from the `future` before any state is read.
 """
 
 from __future__ import annotations
@@ -50,8 +54,14 @@ from spark_jobs.samples.core.records import (
     parse_engagement,
     parse_view,
 )
-from spark_jobs.samples.processors.dedup_processor import FIRST_POST, FIRST_TS, FIRST_USER
-from spark_jobs.streaming.blob_state import BlobStateProcessor
+from spark_jobs.samples.processors.dedup_processor import (
+    FIRST_POST,
+    FIRST_TS,
+    FIRST_USER,
+    PARSED,
+    parsed_view,
+)
+from spark_jobs.streaming.bucketed.processor import BucketedProcessor
 from spark_jobs.streaming.lake.dead_letters import DeadLetter, origin_columns
 from spark_jobs.streaming.processor import output_schema as processor_schema
 
@@ -60,6 +70,11 @@ _DETAILS = {  # the detail of a join's dead letter (the parser gives its own)
     LATE: "ts is behind the watermark of training_samples (samples.lateness)",
     VIEW_MISMATCH: "view_id names a view of another user or post",
 }
+# what the processor reads of an input row (the de-duplication's output)
+INPUT_FIELDS = (
+    "user_id", "kafka_topic", "kafka_partition", "kafka_offset", "kafka_timestamp",
+    "kafka_key", "value", FIRST_USER, FIRST_POST, FIRST_TS, *PARSED,
+)
 
 
 def labels_type(signals: Sequence[str]) -> StructType:
@@ -94,7 +109,7 @@ def parsed(rows: Iterable[Any], signals: Sequence[str],
                         row.kafka_timestamp, row.kafka_key)
         try:
             if row.kafka_topic == TOPIC_VIEWS:
-                view = parse_view(row.value, source, max_bytes)
+                view = parsed_view(row, source) or parse_view(row.value, source, max_bytes)
                 first_user = getattr(row, FIRST_USER, None)
                 if first_user is not None and isinstance(view, View):
                     view = DuplicateView(view, first_user, getattr(row, FIRST_POST),
@@ -107,42 +122,44 @@ def parsed(rows: Iterable[Any], signals: Sequence[str],
     return records
 
 
-class SampleJoinProcessor(BlobStateProcessor):
-    """Views and engagements of one user -> samples once their window closed."""
+class SampleJoinProcessor(BucketedProcessor[UserJoinState]):
+    """Views and engagements of each user of a bucket -> samples once their window closed."""
+
+    key_field = "user_id"
 
     def __init__(self, params: JoinParameters,
                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
-        super().__init__(output_schema(params.signals))
+        super().__init__(output_schema(params.signals), INPUT_FIELDS)
         self.params = params
         self.max_message_bytes = max_message_bytes
 
-    def unkeyed(self, rows: Iterable[Any]) -> Iterator[Row]:
+    def load(self, payload: bytes | None) -> UserJoinState:
+        state = UserJoinState.from_bytes(payload) if payload is not None else UserJoinState()
+        self._loaded = (state, payload)  # on_rows' snapshot: the isolation needs no encoding
+        return state
+
+    def on_unkeyed(self, rows: list[Any]) -> Iterator[Row]:
         """No integer user_id: the parser says why, nothing is kept."""
         for record in parsed(rows, self.params.signals, self.max_message_bytes):
             yield self.dead_letter(_rejected(record))
 
-    def on_rows(self, key: Any, rows: Iterator[Row], watermark_ms: int) -> Iterator[Row]:
+    def on_rows(self, key: Any, state: UserJoinState, rows: list[Any], watermark_ms: int
+                ) -> Iterator[Row]:
         records = parsed(rows, self.params.signals, self.max_message_bytes)
-        payload, timer = self.state.load()
-        user = UserJoinState.from_bytes(payload) if payload is not None else UserJoinState()
-        step = add_isolated(user, records, watermark_ms, self.params)
-        user, result = step.state, step.result
+        loaded, payload = getattr(self, "_loaded", (None, None))
+        step = add_isolated(state, records, watermark_ms, self.params,
+                            payload if loaded is state else None)
+        _adopt(state, step.state)  # the base stores the object it loaded
+        result = step.result
         result.dead_letters.extend(
             DeadLetter(ERROR, getattr(record, "raw", None), record.source,
                        f"{type(exc).__name__}: {exc}")
             for record, exc in step.failed)
-        result.extend(advance(user, watermark_ms, self.params))
-        self.state.save(user, timer, watermark_ms)
-        yield from self.result_rows(result)
+        result.extend(advance(state, watermark_ms, self.params))
+        return self.result_rows(result)
 
-    def on_timer(self, key: Any, watermark_ms: int) -> Iterator[Row]:
-        payload, timer = self.state.load()
-        if payload is None:
-            return
-        user = UserJoinState.from_bytes(payload)
-        result = advance(user, watermark_ms, self.params)
-        self.state.save(user, timer, watermark_ms)
-        yield from self.result_rows(result)
+    def on_due(self, key: Any, state: UserJoinState, watermark_ms: int) -> Iterator[Row]:
+        return self.result_rows(advance(state, watermark_ms, self.params))
 
     def result_rows(self, result: StepResult) -> Iterator[Row]:
         """One output row per sample, orphan and dead letter of a step (and the duplicate
@@ -150,7 +167,7 @@ class SampleJoinProcessor(BlobStateProcessor):
         for sample in result.samples:
             yield self.row(KIND_SAMPLE, sample_id=sample.sample_id, view_id=sample.view_id,
                            user_id=sample.user_id, post_id=sample.post_id, ts=sample.ts,
-                           context=sample.context, labels=Row(**dict(sample.labels)),
+                           context=sample.context, labels=dict(sample.labels),
                            **origin_columns(sample.source))
         for orphan in result.orphans:
             e = orphan.engagement
@@ -163,6 +180,13 @@ class SampleJoinProcessor(BlobStateProcessor):
             yield self.dead_letter(dead)
         if result.duplicate_views:
             yield self.dropped(DUPLICATE_VIEW, result.duplicate_views)
+
+
+def _adopt(state: UserJoinState, other: UserJoinState) -> None:
+    """Make `state` hold what `other` holds (the isolation's state after a failed record)."""
+    if other is not state:
+        state.window_ms, state.views = other.window_ms, other.views
+        state.engagements, state.markers = other.engagements, other.markers
 
 
 def _rejected(record: View | DuplicateView | Engagement | Rejected) -> DeadLetter:
