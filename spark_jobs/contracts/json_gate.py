@@ -24,7 +24,7 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 # a literal with 19+ digits may leave int64 (or become a float in orjson); an exponent of 3+
 # digits may leave the float range: only such messages get the exact, slower check
-_SUSPECT_NUMBER = re.compile(rb"\d{19}|\d[eE][+-]?\d{3}")
+_SUSPECT_NUMBER = re.compile(rb"[0-9](?:[0-9]{18}|[eE][+-]?[0-9]{3})")  # one leading digit: 2x faster
 
 
 class MalformedJson(ValueError):
