@@ -178,20 +178,20 @@ class ExactWindows:
         self.values += values
 
     def packed(self) -> tuple[Any, ...]:
-        """(rule ids, key lengths, keys joined, entries per window, times, values joined by
-        ','): integers as int64 arrays; a value is a decimal's str(), which has no comma."""
-        return (_int64(self.rule_ids), _int64(list(map(len, self.keys))), "".join(self.keys),
-                _int64(self.lengths), _int64(self.times), ",".join(self.values))
+        """(rule ids, key lengths, keys joined, entries per window, times as an int64 array,
+        values joined by ','): small ints pickle compactly and fast as they are; a value is a
+        decimal's str(), which has no comma."""
+        return (self.rule_ids, list(map(len, self.keys)), "".join(self.keys), self.lengths,
+                _int64(self.times), ",".join(self.values))
 
 
-def unpacked(rule_ids: bytes, key_lengths: bytes, keys: str, lengths: bytes, times: bytes,
-             values: str) -> list[tuple[int, str, list[int], list[str]]]:
+def unpacked(rule_ids: list[int], key_lengths: list[int], keys: str, lengths: list[int],
+             times: bytes, values: str) -> list[tuple[int, str, list[int], list[str]]]:
     """ExactWindows.packed() back as (rule_id, key, times, values) per window."""
     all_times = array("q", times).tolist()
     all_values = values.split(",") if values else []
     found, key_at, at = [], 0, 0
-    for rule_id, key_length, length in zip(array("q", rule_ids), array("q", key_lengths),
-                                           array("q", lengths), strict=True):
+    for rule_id, key_length, length in zip(rule_ids, key_lengths, lengths, strict=True):
         found.append((rule_id, keys[key_at:key_at + key_length],
                       all_times[at:at + length], all_values[at:at + length]))
         key_at, at = key_at + key_length, at + length
