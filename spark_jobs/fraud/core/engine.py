@@ -254,14 +254,8 @@ class FraudEngine:
         evaluate = self.alert_on_late or not late
         return self._apply(transaction, evaluate, entry_end, watermark_ms, now_ms)
 
-    def _apply(
-        self,
-        transaction: Transaction,
-        evaluate: bool,
-        entry_end: int,
-        watermark_ms: int,
-        now_ms: int,
-    ) -> list[Output]:
+    def _apply(self, transaction: Transaction, evaluate: bool, entry_end: int,
+               watermark_ms: int, now_ms: int) -> list[Output]:
         store, fields, event_time = self.store, transaction.fields, transaction.event_time
         get_window, put_window, load = store.get_window, store.put_window, self._load_window
         earliest, retention_ms = self.retention.earliest, self._retention
