@@ -67,6 +67,11 @@ _COMPARE: Mapping[Operator, Callable[[Decimal, Decimal], bool]] = {
 }
 
 
+def comparator(op: Operator) -> Callable[[Decimal, Decimal], bool]:
+    """The function computing `aggregate <op> limit` (compare, looked up once)."""
+    return _COMPARE[op]
+
+
 def compare(op: Operator, aggregate: Decimal, limit: Decimal) -> bool:
     """`aggregate <op> limit`, numerically (2.0 EQUAL 2 holds)."""
     return _COMPARE[op](aggregate, limit)
@@ -74,9 +79,19 @@ def compare(op: Operator, aggregate: Decimal, limit: Decimal) -> bool:
 
 def exact_sum(values: Sequence[Decimal]) -> Decimal:
     """The sum without any rounding, whatever the magnitudes (the C-level sum() in an
-    unlimited context: about ten times faster than adding in a Python loop)."""
+    unlimited context: about ten times faster than adding in a Python loop). A few values
+    (most windows) are added one by one in that context, the same additions in the same
+    order, without the cost of switching contexts."""
+    if len(values) <= _FEW:
+        total, add = ZERO, EXACT.add
+        for value in values:
+            total = add(total, value)
+        return total
     with localcontext(EXACT):
         return sum(values, ZERO)
+
+
+_FEW = 6
 
 
 def average(total: Decimal, count: int) -> Decimal:
@@ -153,6 +168,14 @@ class Aggregator(StrEnum):
             of_buckets = _of_total_and_count(of_sums)
         member.of_buckets = of_buckets
         return member
+
+
+def of_count(aggregator: Aggregator, count: int) -> Decimal:
+    """The aggregate of `count` (> 0) values that are all 1 (a COUNT_* field's window), as
+    of_values would compute it, without building the values."""
+    if aggregator.of_sums is None:  # MIN, MAX of ones
+        return ONE
+    return aggregator.of_sums(Decimal(count), count)
 
 
 def aggregate(aggregator: Aggregator, values: Sequence[Decimal]) -> Decimal | None:

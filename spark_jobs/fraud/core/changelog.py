@@ -15,6 +15,7 @@ the replayed removal.
 from __future__ import annotations
 
 import pickle
+from array import array
 from typing import Any
 
 from spark_jobs.fraud.core.store import MemoryStore
@@ -24,6 +25,7 @@ Change = tuple[Any, ...]
 
 _PUT_WINDOW, _DELETE_WINDOW, _DELETE_RULE, _CLEAR = "pw", "dw", "dr", "cl"
 _EXTEND_WINDOW = "xw"  # an exact window's entries cut from the front and appended
+_EXACT_WINDOWS = "ew"  # exact windows put whole, in columns (ExactWindows)
 _PUT_SEEN, _EXPIRE_SEEN, _PUT_META = "ps", "es", "pm"
 
 
@@ -76,11 +78,19 @@ class LoggedStore(MemoryStore):
         """The changes since the last call, serialised (values as they are now)."""
         log, self._log = self._log, []
         dirty, self._dirty = self._dirty, set()
-        by_rule = self.by_rule
+        by_rule, exact = self.by_rule, ExactWindows()
         for rule_id, key in dirty:
             window = by_rule.get(rule_id, {}).get(key)
-            if window is not None:
-                log.append(_window_change(rule_id, key, window))
+            if type(window) is ExactWindow:
+                delta = window.take_log_delta()
+                if delta is None:
+                    exact.add(rule_id, key, window.times, window.values)
+                else:
+                    log.append((_EXTEND_WINDOW, rule_id, key, *delta))
+            elif window is not None:
+                log.append((_PUT_WINDOW, rule_id, key, window))
+        if exact.keys:
+            log.append((_EXACT_WINDOWS, *exact.packed()))
         return pickle.dumps(log, protocol=pickle.HIGHEST_PROTOCOL)
 
     def apply_changes(self, changes: bytes) -> set[tuple[int, str]]:
@@ -95,6 +105,10 @@ class LoggedStore(MemoryStore):
             elif op == _EXTEND_WINDOW:
                 self._extend_window(*args)
                 put.add(args[:2])
+            elif op == _EXACT_WINDOWS:
+                for rule_id, key, times, values in unpacked(*args):
+                    MemoryStore.put_window(self, rule_id, key, (times, values))
+                    put.add((rule_id, key))
             elif op == _DELETE_WINDOW:
                 MemoryStore.delete_window(self, *args)
             elif op == _DELETE_RULE:
@@ -144,12 +158,45 @@ def plain_state(window: Any) -> Any:
     return (window.times, window.values) if type(window) is ExactWindow else window
 
 
-def _window_change(rule_id: int, key: str, window: Any) -> Change:
-    """A window's put as it is logged: for an exact window, what changed since it was last
-    logged."""
-    if type(window) is not ExactWindow:
-        return (_PUT_WINDOW, rule_id, key, window)
-    delta = window.take_log_delta()
-    if delta is None:
-        return (_PUT_WINDOW, rule_id, key, (window.times, window.values))
-    return (_EXTEND_WINDOW, rule_id, key, *delta)
+class ExactWindows:
+    """Exact windows logged whole, as one change of a few flat columns: pickling a tuple and
+    two lists per window (most windows of a batch are new) cost as much as evaluating the
+    transactions. Windows logged before are logged by their delta (_EXTEND_WINDOW)."""
+
+    def __init__(self) -> None:
+        self.rule_ids: list[int] = []
+        self.keys: list[str] = []
+        self.lengths: list[int] = []
+        self.times: list[int] = []
+        self.values: list[str] = []
+
+    def add(self, rule_id: int, key: str, times: list[int], values: list[str]) -> None:
+        self.rule_ids.append(rule_id)
+        self.keys.append(key)
+        self.lengths.append(len(times))
+        self.times += times
+        self.values += values
+
+    def packed(self) -> tuple[Any, ...]:
+        """(rule ids, key lengths, keys joined, entries per window, times as an int64 array,
+        values joined by ','): small ints pickle compactly and fast as they are; a value is a
+        decimal's str(), which has no comma."""
+        return (self.rule_ids, list(map(len, self.keys)), "".join(self.keys), self.lengths,
+                _int64(self.times), ",".join(self.values))
+
+
+def unpacked(rule_ids: list[int], key_lengths: list[int], keys: str, lengths: list[int],
+             times: bytes, values: str) -> list[tuple[int, str, list[int], list[str]]]:
+    """ExactWindows.packed() back as (rule_id, key, times, values) per window."""
+    all_times = array("q", times).tolist()
+    all_values = values.split(",") if values else []
+    found, key_at, at = [], 0, 0
+    for rule_id, key_length, length in zip(rule_ids, key_lengths, lengths, strict=True):
+        found.append((rule_id, keys[key_at:key_at + key_length],
+                      all_times[at:at + length], all_values[at:at + length]))
+        key_at, at = key_at + key_length, at + length
+    return found
+
+
+def _int64(values: list[int]) -> bytes:
+    return array("q", values).tobytes()

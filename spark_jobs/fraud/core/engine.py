@@ -30,11 +30,9 @@ from typing import Any
 
 from spark_jobs.contracts.json_gate import DEFAULT_MAX_MESSAGE_BYTES
 from spark_jobs.contracts.reasons import DUPLICATE, MALFORMED
-from spark_jobs.fraud.core.aggregates import compare, field_value
 from spark_jobs.fraud.core.keys import (
     Transaction,
     TransactionError,
-    grouping_key,
     lenient_text,
     parse_transaction,
 )
@@ -46,6 +44,7 @@ from spark_jobs.fraud.core.outputs import (
     dropped,
     rule_error,
 )
+from spark_jobs.fraud.core.plans import field_values, plan, window_result
 from spark_jobs.fraud.core.retention import DEFAULT_LATE_RETENTION_MS, Retention
 from spark_jobs.fraud.core.rules import ControlType, Rule, RuleError, RuleState, parse_rule
 from spark_jobs.fraud.core.store import MemoryStore, WindowStore
@@ -124,6 +123,8 @@ class FraudEngine:
                 self.counters["stored_rules_invalid"] += 1
         self._rules = rules
         self._ordered = [rules[rule_id] for rule_id in sorted(rules)]
+        self._plans = [plan(rule) for rule in self._ordered]
+        self._fields = tuple({rule.aggregate_field: None for rule in self._ordered})
 
     def _save_rules(self) -> None:
         self.store.put_meta(RULES, dict(self._records))
@@ -253,54 +254,50 @@ class FraudEngine:
         evaluate = self.alert_on_late or not late
         return self._apply(transaction, evaluate, entry_end, watermark_ms, now_ms)
 
-    def _apply(
-        self,
-        transaction: Transaction,
-        evaluate: bool,
-        entry_end: int,
-        watermark_ms: int,
-        now_ms: int,
-    ) -> list[Output]:
+    def _apply(self, transaction: Transaction, evaluate: bool, entry_end: int,
+               watermark_ms: int, now_ms: int) -> list[Output]:
         store, fields, event_time = self.store, transaction.fields, transaction.event_time
-        retention = self.retention
+        get_window, put_window, load = store.get_window, store.put_window, self._load_window
+        earliest, retention_ms = self.retention.earliest, self._retention
         outputs: list[Output] = []
         keys: dict[tuple[str, ...], str] = {}
-        for rule in self._ordered:
-            value = field_value(fields, rule.aggregate_field)
-            alerting = evaluate and rule.state is RuleState.ACTIVE
+        values = field_values(fields, self._fields)
+        for rule in self._plans:
+            value = values[rule.field]
+            alerting = evaluate and rule.active
             if value is None and not alerting:
                 continue
-            names = rule.grouping_key_names
-            key = keys.get(names)
+            key = keys.get(rule.names)
             if key is None:
-                key = keys[names] = grouping_key(fields, names)
-            rule_id = rule.rule_id
-            assert rule_id is not None
-            state = store.get_window(rule_id, key)
+                key = keys[rule.names] = rule.key_of(fields)
+            rule_id, window_ms = rule.rule_id, rule.window_ms
+            state = get_window(rule_id, key)
             if state is None and value is None:
                 continue  # an empty window does not alert
-            window = self._load_window(state)
+            window = load(state)
             # trim as we go, so that cleanup() mostly has idle keys left to visit
             trimmed = state is not None and window.expire(
-                retention.earliest(rule_id, rule.window_ms, watermark_ms), rule.window_ms)
+                earliest(rule_id, window_ms, watermark_ms), window_ms)
             if value is not None:
-                first_end = window.first_end() if self._due is not None else None
+                heap = self._due
+                first_end = window.first_end() if heap is not None else None
                 window.add(event_time, value)
-                due = entry_end + rule.window_ms + self._retention
-                self._expires_at(due)
-                if self._due is not None and (first_end is None or entry_end < first_end):
-                    heapq.heappush(self._due, (due, rule_id, key))
+                due = entry_end + window_ms + retention_ms
+                if self._next_cleanup is None or due < self._next_cleanup:
+                    self._expires_at(due)
+                if heap is not None and (first_end is None or entry_end < first_end):
+                    heapq.heappush(heap, (due, rule_id, key))
             if alerting:
-                result = window.aggregate(rule.aggregator, event_time, rule.window_ms)
-                if result is not None and compare(rule.operator, result, rule.limit):
-                    outputs.append(alert(rule, key, result, transaction, now_ms))
+                result = window_result(rule, window, event_time)
+                if result is not None and rule.passes(result, rule.limit):
+                    outputs.append(alert(rule.rule, key, result, transaction, now_ms))
                     self.counters["alerts"] += 1
-                    if rule.resets_on_fire:
+                    if rule.resets:
                         store.delete_window(rule_id, key)
                         continue
             if value is not None or trimmed:
                 if len(window):
-                    store.put_window(rule_id, key, window.state())
+                    put_window(rule_id, key, window.state())
                 else:
                     store.delete_window(rule_id, key)
         return outputs

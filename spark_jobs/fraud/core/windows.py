@@ -42,6 +42,11 @@ class Window(Protocol):
         """The aggregate over the window ending at event_time (None when it holds no value)."""
         ...
 
+    def count_in(self, event_time: int, window_ms: int) -> int:
+        """How many values the window ending at event_time holds (a COUNT_* field's window
+        holds only ones: its aggregate follows from this, aggregates.of_count)."""
+        ...
+
     def expire(self, earliest_event_time: int, window_ms: int) -> bool:
         """Forget what no window ending at or after earliest_event_time can hold; True if any."""
         ...
@@ -144,6 +149,11 @@ class ExactWindow:
             return None
         return aggregator.of_values(list(map(Decimal, self.values[start:end])))
 
+    def count_in(self, event_time: int, window_ms: int) -> int:
+        times = self.times
+        start = bisect_left(times, event_time - window_ms)
+        return bisect_right(times, event_time, lo=start) - start
+
     def expire(self, earliest_event_time: int, window_ms: int) -> bool:
         cut = bisect_left(self.times, earliest_event_time - window_ms)
         if cut:
@@ -245,6 +255,11 @@ class BucketWindow:
         if start == end:
             return None
         return aggregator.of_buckets(_Buckets(self, start, end))
+
+    def count_in(self, event_time: int, window_ms: int) -> int:
+        start = bisect_left(self.starts, self.floor(event_time - window_ms))
+        end = bisect_right(self.starts, self.floor(event_time), lo=start)
+        return sum(self.counts[start:end])
 
     def expire(self, earliest_event_time: int, window_ms: int) -> bool:
         cut = bisect_left(self.starts, self.floor(earliest_event_time - window_ms))

@@ -19,7 +19,6 @@ isolated (fraud.core.isolation), and an alert the topic refuses becomes a dead l
 
 from __future__ import annotations
 
-import gc
 import time
 from typing import Any, NamedTuple
 
@@ -38,6 +37,7 @@ from spark_jobs.fraud.jobs.alerts_sink import NAME, FraudAlertsSink, alert_key, 
 from spark_jobs.fraud.jobs.background_snapshots import BackgroundSnapshots
 from spark_jobs.fraud.jobs.engine_state_files import EngineStateFiles
 from spark_jobs.fraud.jobs.publishing import RefusingPublisher
+from spark_jobs.fraud.processors.resident import settle_garbage_collector
 from spark_jobs.fraud.processors.shard_processor import apply_message
 from spark_jobs.settings import Settings
 from spark_jobs.streaming.checkpoint import batch_watermark_ms
@@ -46,24 +46,6 @@ from spark_jobs.streaming.event_time import FUTURE_COLUMN
 from spark_jobs.streaming.kafka.replay_fence import key_only
 
 DRIVER_SHARD = 0
-FULL_COLLECTION_EVERY = 2_000  # batches: rare enough that its pause is not in the tail
-
-
-def settle_garbage_collector(batch_id: int) -> None:
-    """Collect the batch's young garbage, then freeze what survived (the engine's windows).
-
-    The windows are long-lived objects by the hundred thousand, and CPython's cyclic
-    collector would rescan all of them at every full collection, pauses that dominated the
-    sink's tail latency (BENCHMARKS.md, "engine in the driver"). Frozen objects
-    are still freed by reference counting when the engine drops them; cyclic garbage that
-    outlived a young collection (none from the engine; maybe some from the Spark client) is
-    collected by one full collection every FULL_COLLECTION_EVERY batches."""
-    if batch_id % FULL_COLLECTION_EVERY == 0:
-        gc.unfreeze()
-        gc.collect()
-    else:
-        gc.collect(1)
-    gc.freeze()
 
 
 class InputRow(NamedTuple):

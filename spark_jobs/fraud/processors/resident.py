@@ -10,6 +10,7 @@ an older one; Spark state stays the truth.
 
 from __future__ import annotations
 
+import gc
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -17,6 +18,7 @@ from spark_jobs.fraud.core.changelog import LoggedStore
 from spark_jobs.fraud.core.engine import FraudEngine
 
 MAX_RESIDENT = 16  # shard copies per worker (a few queries' worth of shards)
+FULL_COLLECTION_EVERY = 2_000  # batches: rare enough that its pause is not in the tail
 
 
 @dataclass
@@ -38,9 +40,13 @@ def take(state_id: str, shard: int) -> Resident | None:
 
 
 def keep(state_id: str, shard: int, resident: Resident) -> None:
+    """Put a shard's copy back after its batch, and settle the collector (the copy's new
+    windows are frozen with the rest: see settle_garbage_collector)."""
     _CACHE[(state_id, shard)] = resident
     while len(_CACHE) > MAX_RESIDENT:
         _CACHE.popitem(last=False)
+    STATS["kept"] = kept = STATS.get("kept", 0) + 1
+    settle_garbage_collector(kept)
 
 
 def note(kind: str) -> None:
@@ -50,3 +56,21 @@ def note(kind: str) -> None:
 def clear() -> None:
     """Forget every copy (tests)."""
     _CACHE.clear()
+
+
+def settle_garbage_collector(batch_id: int) -> None:
+    """Collect the batch's young garbage, then freeze what survived (the engine's windows).
+
+    The windows are long-lived objects by the hundred thousand, and CPython's cyclic
+    collector would rescan all of them at every full collection, pauses that dominated the
+    sink's tail latency (BENCHMARKS.md, "engine in the driver") and cost a resident shard
+    engine about a third of its time. Frozen objects
+    are still freed by reference counting when the engine drops them; cyclic garbage that
+    outlived a young collection (none from the engine; maybe some from the Spark client) is
+    collected by one full collection every FULL_COLLECTION_EVERY batches."""
+    if batch_id % FULL_COLLECTION_EVERY == 0:
+        gc.unfreeze()
+        gc.collect()
+    else:
+        gc.collect(1)
+    gc.freeze()
