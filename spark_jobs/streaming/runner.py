@@ -23,6 +23,7 @@ from spark_jobs.settings import Settings
 from spark_jobs.streaming.kafka.topic_admin import check_kafka, ensure_topics
 from spark_jobs.streaming.progress import ProgressFileListener
 from spark_jobs.streaming.spark_session import build_session
+from spark_jobs.streaming.timing import batches, mark
 
 log = logging.getLogger(__name__)
 
@@ -35,8 +36,11 @@ def start_job(
     (`wrap_sink` lets a benchmark time the sink without another copy of this wiring)."""
     entry = job(name)
     module = importlib.import_module(entry.module)  # only the job it starts: no other's imports
+    mark(name, "module_imported")
     ensure_topics(settings.kafka, system_topics(entry.system), settings.kafka.partitions)
+    mark(name, "topics_ready")
     sink = module.sink(spark, settings)
+    mark(name, "sink_ready")
     if wrap_sink is not None:
         sink = wrap_sink(sink)
     writer = (
@@ -49,7 +53,10 @@ def start_job(
         writer = writer.trigger(availableNow=True)
     else:
         writer = writer.trigger(processingTime=f"{settings.jobs.trigger_ms} milliseconds")
-    return writer.start(), sink
+    mark(name, "plan_built")
+    query = writer.start()
+    mark(name, "query_started")
+    return query, sink
 
 
 def run_job(settings: Settings, name: str, available_now: bool = False) -> None:
@@ -58,9 +65,12 @@ def run_job(settings: Settings, name: str, available_now: bool = False) -> None:
     The signal handler only sets a flag: py4j calls from a handler while the main thread waits
     in the JVM can deadlock, so the main loop polls and stops the query itself.
     """
+    mark(name, "entered")
     job(name)
     check_kafka(settings.kafka)
+    mark(name, "kafka_checked")
     spark = build_session(settings, app_name=f"tideline-{name}")
+    mark(name, "session_ready")
     listener = ProgressFileListener(settings, name)
     spark.streams.addListener(listener)
     query, sink = start_job(spark, settings, name, available_now)
@@ -76,15 +86,19 @@ def run_job(settings: Settings, name: str, available_now: bool = False) -> None:
         while not query.awaitTermination(1):
             if stopping.is_set():
                 query.stop()
+        mark(name, "query_ended")
+        batches(name, query.recentProgress)
     finally:
         close = getattr(sink, "close", None)
         if close:
             close()
+        mark(name, "sink_closed")
     if not query.isActive:
         failure = query.exception()
         listener.write_final(None if failure is None else str(failure))
     # the listener bus delivers onQueryTerminated late: to a Python side that is exiting, it
     # fails with a stack trace in the log; the final status is written above already
     spark.streams.removeListener(listener)
+    mark(name, "returning")
     if query.exception() is not None and not stopping.is_set():
         raise RuntimeError(f"job {name} failed: {query.exception()}")
