@@ -40,6 +40,9 @@ def start_job(
     ensure_topics(settings.kafka, system_topics(entry.system), settings.kafka.partitions)
     mark(name, "topics_ready")
     sink = module.sink(spark, settings)
+    warm = getattr(sink, "warm", None)
+    if warm is not None:
+        warm()  # its producer gets ready while Spark plans and starts the query
     mark(name, "sink_ready")
     if wrap_sink is not None:
         sink = wrap_sink(sink)

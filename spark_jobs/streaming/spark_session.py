@@ -10,7 +10,9 @@ import sys
 from pyspark.sql import SparkSession
 
 from spark_jobs.settings import Settings
+from spark_jobs.streaming.class_archive import driver_options
 
+DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 ROCKSDB_PROVIDER = (
     "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 )
@@ -77,7 +79,11 @@ def build_session(settings: Settings, app_name: str = "tideline") -> SparkSessio
     )
     local = LOCAL_CHECKPOINT_CONF if is_local_path(settings.lake.checkpoints) else {}
     configured = {k: str(v) for k, v in settings.spark.conf.items()}
-    for key, value in {**BASE_CONF, **local, **configured}.items():
+    conf = {**BASE_CONF, **local, **configured}
+    archive = driver_options(conf.get(DRIVER_JAVA_OPTIONS))  # streaming/class_archive.py
+    if archive is not None:
+        conf[DRIVER_JAVA_OPTIONS] = archive
+    for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
