@@ -74,7 +74,8 @@ def marks_of(log_text: str, name: str) -> dict[str, float]:
         words = line.split()
         if "timing" in words:
             at = words.index("timing")
-            if words[at + 1:at + 2] == [name] and len(words) >= at + 4:
+            if (words[at + 1:at + 2] == [name] and len(words) >= at + 4
+                    and words[at + 2] != "batch"):
                 found.setdefault(words[at + 2], float(words[at + 3]))
     return found
 
