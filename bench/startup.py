@@ -84,7 +84,7 @@ def batches_of(log_text: str, name: str) -> list[dict[str, Any]]:
     """Progress of every batch the run retained, in batch order (the runner logs them)."""
     by_id: dict[int, dict[str, Any]] = {}
     for line in log_text.splitlines():
-        words = line.split(maxsplit=5)
+        words = line.split(maxsplit=7)
         at = words.index("timing") if "timing" in words else -1
         if at >= 0 and words[at + 1:at + 3] == [name, "batch"]:
             found = json.loads(line.split(" batch ", 1)[1])
