@@ -97,13 +97,18 @@ def cmd_recompute(args: argparse.Namespace, settings: Settings) -> int:
     from spark_jobs.contracts.tables import TABLE_BATCH_METRICS
     from spark_jobs.experiments.recompute.recompute import recompute_day
     from spark_jobs.streaming.spark_session import build_session
+    from spark_jobs.streaming.timing import mark
 
+    mark("recompute", "entered")
     spark = build_session(settings, app_name=f"tideline-recompute-{args.date.isoformat()}",
                           tools=True)
+    mark("recompute", "session_ready")
     try:
         count = recompute_day(spark, settings, args.date)
+        mark("recompute", "recomputed")
     finally:
         spark.stop()
+        mark("recompute", "session_stopped")
     print(f"recomputed {count} rows of {args.date.isoformat()} into {TABLE_BATCH_METRICS}")
     return 0
 

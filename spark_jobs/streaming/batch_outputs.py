@@ -170,6 +170,13 @@ class BatchSink(Generic[Collected]):
         self.outputs = BatchOutputs(settings, job, self.producer_linger_ms)
         self.tables = catalog_job(job).tables
 
+    def warm(self) -> None:
+        """Open, before the first batch, the producer of a job that publishes: an idempotent
+        producer gets its producer id about a second after it is created, a wait its first
+        flush would otherwise make. The runner calls it when it starts the query."""
+        if catalog_job(self.outputs.job).outputs:
+            _ = self.outputs.producer
+
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         collected = self.collect(batch)
         note_batch(self.outputs.job, batch_id, self.drop_counts(collected))

@@ -25,6 +25,7 @@ from spark_jobs.streaming.kafka.topic_admin import check_kafka, ensure_topics
 from spark_jobs.streaming.progress import ProgressFileListener
 from spark_jobs.streaming.spark_session import build_session
 from spark_jobs.streaming.state_layout import state_layout_advice
+from spark_jobs.streaming.timing import batches, mark
 
 log = logging.getLogger(__name__)
 
@@ -37,8 +38,14 @@ def start_job(
     (`wrap_sink` lets a benchmark time the sink without another copy of this wiring)."""
     entry = job(name)
     module = importlib.import_module(entry.module)  # only the job it starts: no other's imports
+    mark(name, "module_imported")
     ensure_topics(settings.kafka, system_topics(entry.system), settings.kafka.partitions)
+    mark(name, "topics_ready")
     sink = module.sink(spark, settings)
+    warm = getattr(sink, "warm", None)
+    if warm is not None:
+        warm()  # its producer gets ready while Spark plans and starts the query
+    mark(name, "sink_ready")
     if wrap_sink is not None:
         sink = wrap_sink(sink)
     writer = (
@@ -51,7 +58,10 @@ def start_job(
         writer = writer.trigger(availableNow=True)
     else:
         writer = writer.trigger(processingTime=f"{settings.jobs.trigger_ms} milliseconds")
-    return writer.start(), sink
+    mark(name, "plan_built")
+    query = writer.start()
+    mark(name, "query_started")
+    return query, sink
 
 
 def run_job(settings: Settings, name: str, available_now: bool = False) -> None:
@@ -60,9 +70,12 @@ def run_job(settings: Settings, name: str, available_now: bool = False) -> None:
     The signal handler only sets a flag: py4j calls from a handler while the main thread waits
     in the JVM can deadlock, so the main loop polls and stops the query itself.
     """
+    mark(name, "entered")
     job(name)
     check_kafka(settings.kafka)
+    mark(name, "kafka_checked")
     spark = build_session(settings, app_name=f"tideline-{name}", tools=True)
+    mark(name, "session_ready")
     write_application(settings, name, spark)
     listener = ProgressFileListener(settings, name)
     spark.streams.addListener(listener)
@@ -79,10 +92,13 @@ def run_job(settings: Settings, name: str, available_now: bool = False) -> None:
         while not query.awaitTermination(1):
             if stopping.is_set():
                 query.stop()
+        mark(name, "query_ended")
+        batches(name, query.recentProgress)
     finally:
         close = getattr(sink, "close", None)
         if close:
             close()
+        mark(name, "sink_closed")
     failure = None if query.exception() is None else str(query.exception())
     advice = None if failure is None else state_layout_advice(
         name, failure, settings.lake.checkpoint(name))
@@ -91,5 +107,6 @@ def run_job(settings: Settings, name: str, available_now: bool = False) -> None:
     # the listener bus delivers onQueryTerminated late: to a Python side that is exiting, it
     # fails with a stack trace in the log; the final status is written above already
     spark.streams.removeListener(listener)
+    mark(name, "returning")
     if failure is not None and not stopping.is_set():
         raise RuntimeError(advice or f"job {name} failed: {failure}")

@@ -11,8 +11,10 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from spark_jobs.settings import Settings
+from spark_jobs.streaming.class_archive import driver_options
 from spark_jobs.streaming.settings import event_log_dir
 
+DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 ROCKSDB_PROVIDER = (
     "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 )
@@ -100,7 +102,11 @@ def build_session(settings: Settings, app_name: str = "tideline",
     local = LOCAL_CHECKPOINT_CONF if is_local_path(settings.lake.checkpoints) else {}
     configured = {k: str(v) for k, v in settings.spark.conf.items()}
     extra = tools_conf(settings) if tools else {}
-    for key, value in {**BASE_CONF, **local, **extra, **configured}.items():
+    conf = {**BASE_CONF, **local, **extra, **configured}
+    archive = driver_options(conf.get(DRIVER_JAVA_OPTIONS))  # streaming/class_archive.py
+    if archive is not None:
+        conf[DRIVER_JAVA_OPTIONS] = archive
+    for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")

@@ -167,6 +167,10 @@ class TrainingSamplesSink(BatchSink[SampleBatch]):
                 f"table (and the job's checkpoint) aside to start a new one"
             )
 
+    def warm(self) -> None:
+        """The samples' own producer (see BatchSink.warm)."""
+        _ = self.producer
+
     @property
     def producer(self) -> Producer:
         if self._producer is None:

@@ -20,6 +20,7 @@ from spark_jobs.streaming.settings import KafkaSettings
 
 Coordinate = tuple[str, int, int]  # topic, partition, offset
 READ_TIMEOUT_S = 10.0
+CHUNK = 1000  # messages per consume() call
 
 
 def fetch_values(kafka: KafkaSettings, wanted: Iterable[Coordinate],
@@ -56,7 +57,9 @@ def _read_partition(consumer: Consumer, topic: str, partition: int, offsets: set
     deadline = time.monotonic() + timeout_s
     position = first
     while position <= last and time.monotonic() < deadline:
-        for message in consumer.consume(num_messages=1000, timeout=0.5):
+        # no more than the range holds: consume() waits its whole timeout for a count not met
+        wanted = min(CHUNK, last - position + 1)
+        for message in consumer.consume(num_messages=wanted, timeout=0.5):
             error = message.error()
             if error is not None:
                 if error.code() == KafkaError._PARTITION_EOF or not error.retriable():
