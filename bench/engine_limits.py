@@ -16,7 +16,12 @@ same messages and no Python state, so a job can be reported as a ratio to them.
    windows, re-ramp resets); these are the same shapes of work, which bound what any
    stateful step in Spark reaches here.
 
-Used by `bench.pipeline_throughput --limits` (same run, same topics).
+Used by `bench.pipeline_throughput --limits` (same run, same topics). For training_samples
+(`samples_limits`, used by `bench.samples_throughput --engine-limits`): the source alone on
+views and engagements, and in the JVM on the same records pre-parsed: views de-duplicated by
+view_id within the watermark, left-outer joined with the engagements of the same view_id
+within `samples.window` after the view: a row per (view, engagement) and one per view without
+any (the job's join, without its exact per-signal labels and out-of-order rules).
 """
 
 from __future__ import annotations
@@ -68,19 +73,7 @@ def preparse(spark: SparkSession, settings: Settings, topic: str, record: str,
     """The topic's decodable records as Parquet files in event-time order; their count."""
     parsed = (read_topic_batch(spark, settings.kafka, topic, record=record)
               .where(F.col("error").isNull()).select(*columns).cache())
-    total = parsed.count()
-    files = max(1, -(-total // rows_per_file))
-    first, last = parsed.agg(F.min("ts"), F.max("ts")).first()  # the traffic is steady
-    step = (last - first + 1) / files
-    edges = [None, *(first + round(i * step) for i in range(1, files)), None]
-    for low, high in pairwise(edges):  # one write per file, in mtime order
-        part = parsed
-        if low is not None:
-            part = part.where(F.col("ts") >= F.lit(int(low)))
-        if high is not None:
-            part = part.where(F.col("ts") < F.lit(int(high)))
-        part.coalesce(1).write.mode("append").parquet(str(folder))
-        time.sleep(0.01)
+    total = preparse_files(spark, parsed, folder, rows_per_file)
     parsed.unpersist()
     return total
 
@@ -127,6 +120,76 @@ def jvm_limits(spark: SparkSession, settings: Settings, work: Path) -> dict[str,
         "aggregation": _run_available_now(aggregation, work / "aggregation_checkpoint"),
         "join": _run_available_now(per_group, work / "join_checkpoint"),
     }
+
+
+def preparse_json(spark: SparkSession, settings: Settings, topic: str,
+                  fields: dict[str, str], folder: Path, rows_per_file: int) -> int:
+    """Like `preparse`, with the fields taken out of the JSON by the JVM (the topic's raw
+    values, as training_samples reads them)."""
+    text = F.col("value").cast("string")
+    parsed = read_topic_batch(spark, settings.kafka, topic).select(*(
+        F.get_json_object(text, f"$.{name}").try_cast(kind).alias(name)
+        for name, kind in fields.items())).where(F.col("ts").isNotNull())
+    staged = folder.with_name(f"{folder.name}-staged")
+    parsed.write.parquet(str(staged))
+    return preparse_files(spark, spark.read.parquet(str(staged)), folder, rows_per_file)
+
+
+def preparse_files(spark: SparkSession, parsed: DataFrame, folder: Path,
+                   rows_per_file: int) -> int:
+    """`parsed` as Parquet files in event-time order, `rows_per_file` each; their count."""
+    total = parsed.count()
+    files = max(1, -(-total // rows_per_file))
+    first, last = parsed.agg(F.min("ts"), F.max("ts")).first()
+    step = (last - first + 1) / files
+    edges = [None, *(first + round(i * step) for i in range(1, files)), None]
+    for low, high in pairwise(edges):
+        part = parsed
+        if low is not None:
+            part = part.where(F.col("ts") >= F.lit(int(low)))
+        if high is not None:
+            part = part.where(F.col("ts") < F.lit(int(high)))
+        part.coalesce(1).write.mode("append").parquet(str(folder))
+        time.sleep(0.01)
+    return total
+
+
+VIEW_FIELDS = {"view_id": "string", "user_id": "long", "post_id": "long", "ts": "long"}
+ENGAGEMENT_FIELDS = {"view_id": "string", "user_id": "long", "signal": "string", "ts": "long"}
+
+
+def samples_limits(settings: Settings) -> dict[str, Any]:
+    """The source alone and the JVM's de-dup + join on training_samples' topics."""
+    from spark_jobs.contracts.topics import TOPIC_ENGAGEMENTS, TOPIC_VIEWS
+    from spark_jobs.streaming.spark_session import build_session
+
+    samples, limit = settings.samples, settings.jobs.max_records_per_trigger
+    spark = build_session(settings, app_name="tideline-bench-samples-limits")
+    try:
+        with tempfile.TemporaryDirectory(prefix="tideline-limits-") as folder:
+            work = Path(folder)
+            source = _run_available_now(read_topic(
+                spark, settings.kafka, (TOPIC_VIEWS, TOPIC_ENGAGEMENTS),
+                max_records_per_trigger=limit), work / "source_checkpoint")
+            counts = {name: preparse_json(spark, settings, topic, fields, work / name, limit)
+                      for name, topic, fields in (("views", TOPIC_VIEWS, VIEW_FIELDS),
+                                                  ("engagements", TOPIC_ENGAGEMENTS,
+                                                   ENGAGEMENT_FIELDS))}
+
+            def replay(name: str, fields: dict[str, str]) -> DataFrame:
+                schema = ", ".join(f"{k} {v}" for k, v in fields.items())
+                return _replay(spark, work / name, tuple(fields), schema, samples.lateness_ms)
+
+            views = replay("views", VIEW_FIELDS).dropDuplicatesWithinWatermark(["view_id"])
+            engagements = replay("engagements", ENGAGEMENT_FIELDS)
+            v, e = views.alias("v"), engagements.alias("e")
+            joined = v.join(e, F.expr(
+                f"v.view_id = e.view_id AND e.t >= v.t AND e.t <= v.t + INTERVAL "
+                f"{samples.window_ms} MILLISECONDS"), "leftOuter")
+            return {"source_alone": source, "preparsed": counts,
+                    "join": _run_available_now(joined, work / "join_checkpoint")}
+    finally:
+        spark.stop()
 
 
 def experiment_limits(settings: Settings) -> dict[str, Any]:

@@ -96,6 +96,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--limits", default="25000,100000",
                         help="jobs.max_records_per_trigger, one job run (fresh broker and lake) "
                              "per value, comma-separated (default 25000,100000)")
+    parser.add_argument("--engine-limits", action="store_true",
+                        help="also measure the source alone and the JVM's de-dup + join on "
+                             "the same records (bench.engine_limits.samples_limits)")
     parser.add_argument("--warmup", type=int, default=1,
                         help="first batches left out of the steady rates (default 1)")
     parser.add_argument("--seed", type=int, default=11, help="traffic seed (default 11)")
@@ -732,6 +735,13 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
                 f"{r['state_mb_moved']} {r['state_rows']} {(r['sst_bytes'] or 0) / 1e6:.1f} | "
                 f"{r['triggerExecution']} {r['latestOffset']} {r['plan_ms']} {r['publish_ms']} "
                 f"{r['delta_ms']} {r['state_commit_ms']}")
+    engine = result.get("engine_limits")
+    if engine:
+        lines += ["", f"engine limits, same records: source alone "
+                  f"{engine['source_alone']['rows_per_s']:,} records/s; JVM de-dup + join "
+                  f"{engine['join']['rows_per_s']:,} rows/s ({engine['join']['rows']:,} rows out "
+                  f"of {sum(engine['preparsed'].values()):,} pre-parsed records, "
+                  f"{engine['join']['seconds']} s)"]
     return lines
 
 
@@ -813,6 +823,15 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{mix['generate_s']} s", flush=True)
     limits = [int(x) for x in args.limits.split(",") if x.strip()]
     runs = [run_limit(args, limit, records, mix) for limit in limits]
+    engine = None
+    if args.engine_limits:
+        from bench.engine_limits import samples_limits
+
+        with sandbox(f"{NAME}-limits") as box:
+            settings = bench_settings(box, {"jobs": {"max_records_per_trigger": limits[-1]}})
+            preload(settings, records)
+            print("measuring the engine's limits on the same records", flush=True)
+            engine = samples_limits(settings)
     result = {
         "benchmark": NAME,
         "machine": machine,
@@ -823,6 +842,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                    "shuffle_partitions": 2, "spark_master": "local[2]"},
         "workload": mix,
         "runs": runs,
+        "engine_limits": engine,
     }
     publish_result(NAME, args.out, result, summary_lines)
     failed = [run["limit"] for run in runs if not run["sample_check"]["ok"]]

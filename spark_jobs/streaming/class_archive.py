@@ -108,8 +108,9 @@ def publish_on_exit(pending: Path, path: Path, gateway: Any = None) -> None:
     proc = getattr(gateway, "proc", None)
     if proc is None:
         return
-    with contextlib.suppress(Exception):
-        gateway.shutdown()
+    # Not gateway.shutdown(): it closes the callback server's connections, and closing one
+    # while its thread reads from it (a foreachBatch sink or a query listener was in use)
+    # blocks for good. The JVM ending closes them.
     with contextlib.suppress(Exception):
         proc.stdin.close()
     try:

@@ -74,13 +74,14 @@ def test_archives_abandoned_by_dead_writers_are_removed(tmp_path: Path):
 
 
 class _Gateway:
-    """What publish_on_exit uses of py4j's gateway: shutdown() and the launched process."""
+    """What publish_on_exit uses of py4j's gateway: the launched process (never shutdown(),
+    which blocks when a callback connection's thread is reading)."""
 
     def __init__(self, proc: subprocess.Popen) -> None:
         self.proc = proc
 
     def shutdown(self) -> None:
-        pass
+        raise AssertionError("publish_on_exit must not shut the gateway down")
 
 
 def _writer(pending: Path, exit_code: int) -> subprocess.Popen:
