@@ -26,6 +26,13 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.delenv(OFF_VARIABLE, raising=False)
     monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    # as in a fresh `tideline` process: no JVM launched yet (the suite's session may be up),
+    # and no exit hook left behind in the test process
+    from pyspark import SparkContext
+
+    monkeypatch.setattr(SparkContext, "_gateway", None)
+    monkeypatch.setattr("spark_jobs.streaming.class_archive.atexit.register",
+                        lambda *args: None)
     return tmp_path / "tideline"
 
 
