@@ -19,7 +19,7 @@ demo: setup
 
 test: setup
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=30
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -100,6 +100,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="give up on a job run after this many seconds")
     parser.add_argument("--state-calls", action="store_true",
                         help="also time single Python state calls (a trivial processor)")
+    parser.add_argument("--master", default=None,
+                        help="spark.master of the job runs (default local[2]; e.g. a standalone "
+                             "cluster's spark://127.0.0.1:7077, as bench.cluster_scaling does)")
     parser.add_argument("--out", default=None, help="result JSON (default bench/results/...)")
     return parser.parse_args(argv)
 
@@ -506,7 +509,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         job_traffic = traffic(args.spark_transactions, rates[0], start_ms)
         with tempfile.TemporaryDirectory(prefix=f"tideline-bench-{NAME}-") as folder:
-            session = bench_settings(Sandbox("127.0.0.1:9", Path(folder)), {})
+            master = {"spark": {"master": args.master}} if args.master else {}
+            session = bench_settings(Sandbox("127.0.0.1:9", Path(folder)), master)
             spark = build_session(session, app_name=f"tideline-bench-{NAME}")
             try:
                 if args.state_calls:
@@ -526,7 +530,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "params": {"transactions": args.transactions,
                    "spark_transactions": args.spark_transactions,
                    "event_rates": rates, "bucket": args.bucket, "limit": args.limit,
-                   "state": args.state,
+                   "state": args.state, "master": args.master or "local[2]",
                    "partitions": args.partitions, "lateness": LATENESS,
                    "rules": benchmark_rules(), "spec": TransactionSpec().__dict__},
         "engine": engine_runs,

@@ -81,6 +81,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--limits", action="store_true",
                         help="also measure the engine's limits on the same topics "
                              "(bench.engine_limits: source alone, JVM aggregation and join)")
+    parser.add_argument("--master", default=None,
+                        help="spark.master of the run (default local[2]; e.g. a standalone "
+                             "cluster's spark://127.0.0.1:7077, as bench.cluster_scaling does)")
+    parser.add_argument("--no-ceiling", action="store_true",
+                        help="skip the pure-Python replay of the clean rows")
     parser.add_argument("--out", default=None, help="result JSON (default bench/results/...)")
     return parser.parse_args(argv)
 
@@ -478,13 +483,14 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
                         f"{stored['stored_bytes_per_key']} B per user"
                         if "keys" in stored else stored.get("error", "?")))
     ceiling, spark_rate = result["python_ceiling"], result["jobs"][METRICS]
-    lines.append(
-        f"  Python ceiling (UserMetricsState alone, {ceiling['in_memory']['rows']:,} rows): "
-        f"{ceiling['in_memory']['rows_per_s']:,} rows/s in memory, "
-        f"{ceiling['pickle_roundtrip']['rows_per_s']:,} with pickling "
-        f"({ceiling['pickle_roundtrip']['state_bytes_per_active_user']} B/active user); "
-        f"Spark experiment_metrics {spark_rate['rows_per_s_in_batches']:,} rows/s in batches"
-    )
+    if ceiling:
+        lines.append(
+            f"  Python ceiling (UserMetricsState alone, {ceiling['in_memory']['rows']:,} rows): "
+            f"{ceiling['in_memory']['rows_per_s']:,} rows/s in memory, "
+            f"{ceiling['pickle_roundtrip']['rows_per_s']:,} with pickling "
+            f"({ceiling['pickle_roundtrip']['state_bytes_per_active_user']} B/active user); "
+            f"Spark experiment_metrics {spark_rate['rows_per_s_in_batches']:,} rows/s in batches"
+        )
     limits = result.get("engine_limits")
     if limits:
         end_to_end = wall["input_msg_per_s"]
@@ -504,6 +510,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     overrides = {
         "experiments": EXPERIMENTS,
         "jobs": {"trigger": args.trigger, "max_records_per_trigger": args.limit},
+        **({"spark": {"master": args.master}} if args.master else {}),
     }
     with sandbox("throughput") as box:
         settings = bench_settings(box, overrides)
@@ -513,7 +520,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               "starting the jobs", flush=True)
         run = run_pipeline(settings, args.timeout)
         workload["accepted"] = filtered_counts(settings)
-        ceiling = python_ceiling(settings)
+        ceiling = None if args.no_ceiling else python_ceiling(settings)
         limits = None
         if args.limits:
             from bench.engine_limits import experiment_limits
@@ -524,7 +531,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "benchmark": NAME,
         "machine": machine,
         "params": {"messages": args.messages, "users": spec.n_users, "limit": args.limit,
-                   "trigger": args.trigger, "experiments": EXPERIMENTS, "seed": SEED},
+                   "trigger": args.trigger, "experiments": EXPERIMENTS, "seed": SEED,
+                   "master": settings.spark.master},
         "workload": workload,
         "wall": {
             "seconds": round(run.wall_s, 2),
