@@ -10,6 +10,8 @@ computed; `method` says which one the verdict uses:
   charts use the normal quantile (with >= min_users per group, t and z agree closely);
 - "sequential": the mSPRT of `sequential.py` at alpha / comparisons, valid however often
   the results are looked at.
+The relative lift (treatment / control - 1) gets its delta-method interval (`relative.py`)
+at the level of the test the verdict uses, beside the interval of the absolute difference.
 A sample ratio mismatch (chi-square of triggered users against the allocation) makes the
 comparison untrustworthy and wins over any other status; a significant drop of any metric is
 a loss; otherwise any significant rise is a win. Higher counts are taken as better.
@@ -24,6 +26,7 @@ from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Protocol
 
+from spark_jobs.results.relative import relative_lift
 from spark_jobs.results.sequential import METRICS, Estimate, estimate, sequential_test
 from spark_jobs.results.stats import (
     GroupCounts,
@@ -88,8 +91,10 @@ class MetricResult:
     bonferroni_high: list[float | None]
     control: float | None = None
     treatment: float | None = None
-    lift: float | None = None
-    lift_low: float | None = None
+    difference_low: float | None = None  # the interval of the verdict's test, latest look
+    difference_high: float | None = None
+    lift: float | None = None  # treatment / control - 1
+    lift_low: float | None = None  # its delta-method interval (relative.py)
     lift_high: float | None = None
     p_fixed: float | None = None
     p_bonferroni: float | None = None
@@ -191,21 +196,37 @@ def compare(treatment_group: str, event_type: str, metric: str,
     else:
         significant = p_bonf is not None and p_bonf < params.alpha
         low, high = bonf_low[-1], bonf_high[-1]
-    base = last.control
-
-    def lift_of(value: float | None) -> float | None:
-        return None if value is None or not math.isfinite(value) or base == 0 else value / base
-
+    lift_low, lift_high = _relative_interval(looks[-1], last, metric, tests, comparisons,
+                                             params)
     return dataclasses.replace(
         result, control=last.control, treatment=last.treatment,
-        lift=lift_of(last.difference), lift_low=lift_of(low), lift_high=lift_of(high),
+        difference_low=_finite(low), difference_high=_finite(high),
+        lift=None if last.control == 0 else last.difference / last.control,
+        lift_low=lift_low, lift_high=lift_high,
         p_fixed=p_fixed, p_bonferroni=p_bonf, p_sequential=p_seq, significant=significant,
         direction=("up" if last.difference > 0 else "down") if significant else None,
     )
 
 
-def _finite(value: float) -> float | None:
-    return value if math.isfinite(value) else None
+def _relative_interval(look: tuple[int, GroupCounts, GroupCounts], last: Estimate, metric: str,
+                       tests: int, comparisons: int, params: StatsParameters
+                       ) -> tuple[float | None, float | None]:
+    """The delta-method interval of the relative lift at the latest look, at the level of the
+    test the verdict uses (the mSPRT boundary or Bonferroni over looks x comparisons)."""
+    _, control_counts, treatment_counts = look
+    relative = relative_lift(control_counts, treatment_counts, metric)
+    if relative is None or relative.variance <= 0:
+        return None, None
+    if params.method == "sequential":
+        tau2 = params.mixture_sd**2 * last.unit_variance
+        low, high = relative.sequential_interval(tau2, params.alpha / comparisons)
+    else:
+        low, high = relative.fixed_interval(params.alpha / tests)
+    return _finite(low), _finite(high)
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
 
 
 def judge(experiment_hash: str, groups: Sequence[GroupHistory], planned_looks: int,

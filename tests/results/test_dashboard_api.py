@@ -68,6 +68,7 @@ def test_the_list_has_each_experiment_with_its_status_and_headline(dashboard):
     win = experiments["exp_win"]["headline"]
     assert (win["event_type"], win["significant"], win["direction"]) == ("click", True, "up")
     assert win["lift_low"] > 0 and win["lift"] > win["lift_low"] and win["lift_high"] > win["lift"]
+    assert 0 < win["difference_low"] < win["difference"] < win["difference_high"]
     loss = experiments["exp_guardrail"]["headline"]
     assert (loss["event_type"], loss["guardrail"], loss["direction"]) == ("impression", True,
                                                                           "down")

@@ -99,6 +99,13 @@ def test_statuses_verdict_charts_and_refresh_without_reload(make_settings, brows
               for r in rows if r.get_attribute("data-direction") == "up"}
         assert up == {("click", "propensity"), ("click", "volume")}
         assert len(rows) == 4 and len(css(browser, "#comparisons tbody .tag.guardrail")) == 2
+        click_rate = next(r for r in rows if (r.get_attribute("data-event-type"),
+                                              r.get_attribute("data-metric")) == ("click",
+                                                                                  "propensity"))
+        cells = {c.get_attribute("data-cell"): c.text for c in click_rate.find_elements(
+            "css selector", "td[data-cell]")}
+        assert cells["difference"].startswith("+") and " pp" in cells["difference"]
+        assert cells["lift"].startswith("+") and "%" in cells["lift"]
         screenshot(browser, "dashboard-2-exp-win")
 
         css(browser, "li[data-experiment='exp_guardrail'] a")[0].click()

@@ -48,7 +48,10 @@ def _headline_json(metric: MetricResult | None, method: str) -> dict[str, Any] |
     return as_json({
         "treatment_group": metric.treatment_group, "event_type": metric.event_type,
         "metric": metric.metric, "metric_label": METRIC_LABELS.get(metric.metric, metric.metric),
-        "guardrail": metric.guardrail, "lift": metric.lift, "lift_low": metric.lift_low,
+        "guardrail": metric.guardrail,
+        "difference": metric.difference[-1] if metric.difference else None,
+        "difference_low": metric.difference_low, "difference_high": metric.difference_high,
+        "lift": metric.lift, "lift_low": metric.lift_low,
         "lift_high": metric.lift_high, "p": decisive_p(metric, method),
         "significant": metric.significant, "direction": metric.direction,
     })

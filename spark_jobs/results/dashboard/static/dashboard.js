@@ -66,6 +66,14 @@ function metricValue(metric, value) {
   return metric === "propensity" ? percent(value, 1) : value.toFixed(3);
 }
 
+/* treatment − control: percentage points for a rate, actions per user otherwise */
+function difference(metric, value) {
+  if (value === null || value === undefined) return "—";
+  return metric === "propensity" ? signed(value * 100, 2, " pp") : signed(value, 3);
+}
+
+function lastOf(values) { return values && values.length ? values[values.length - 1] : null; }
+
 function integer(n) { return n === null || n === undefined ? "—" : n.toLocaleString("en-US"); }
 
 /* ---------- DOM helpers ---------- */
@@ -138,7 +146,8 @@ function headlineText(headline) {
 function headlineTitle(h) {
   if (!h || h.lift === null) return null;
   return `${h.event_type} ${h.metric_label} of ${h.treatment_group}: ${lift(h.lift)} ` +
-    `[${lift(h.lift_low)}, ${lift(h.lift_high)}], p = ${pValue(h.p)}`;
+    `[${lift(h.lift_low)}, ${lift(h.lift_high)}] (difference ` +
+    `${difference(h.metric, h.difference)}), p = ${pValue(h.p)}`;
 }
 
 function listItem(exp) {
@@ -364,7 +373,10 @@ function renderTable(detail) {
     el("td", {}, detail.metric_labels[m.metric] || m.metric),
     el("td", { className: "num" }, metricValue(m.metric, m.control)),
     el("td", { className: "num" }, metricValue(m.metric, m.treatment)),
-    el("td", { className: "num" }, lift(m.lift), " ",
+    el("td", { className: "num", dataset: { cell: "difference" } },
+      difference(m.metric, lastOf(m.difference)), " ", el("span", { className: "interval" },
+        `[${difference(m.metric, m.difference_low)}, ${difference(m.metric, m.difference_high)}]`)),
+    el("td", { className: "num", dataset: { cell: "lift" } }, lift(m.lift), " ",
       el("span", { className: "interval" }, `[${lift(m.lift_low)}, ${lift(m.lift_high)}]`)),
     el("td", { className: decisive("fixed") }, pValue(m.p_fixed)),
     el("td", { className: decisive("bonferroni") }, pValue(m.p_bonferroni)),
