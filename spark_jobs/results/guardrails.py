@@ -51,9 +51,7 @@ def sent_keys(settings: Settings) -> set[AlertKey]:
 def drop_alert(experiment: ExperimentResult, result: MetricResult, settings: Settings,
                run_url: str | None) -> Alert:
     verdict = experiment.verdict
-    test = ("mSPRT (always-valid)" if verdict.method == "sequential"
-            else f"Bonferroni over {verdict.comparisons} comparisons x planned looks")
-    p_value = result.p_sequential if verdict.method == "sequential" else result.p_bonferroni
+    test, p_value = verdict.test, result.p_verdict
     dashboard = f"http://{settings.dashboard.host}:{settings.dashboard.port}/"
     summary = (
         f"Experiment {experiment.experiment_hash}: {metric_name(result)} of "
@@ -65,7 +63,9 @@ def drop_alert(experiment: ExperimentResult, result: MetricResult, settings: Set
         "period_start": experiment.period_start, "event_type": result.event_type,
         "lift": result.lift, "lift_low": result.lift_low, "lift_high": result.lift_high,
         "p_sequential": result.p_sequential, "p_bonferroni": result.p_bonferroni,
-        "method": verdict.method, "dashboard": f"{dashboard}#{experiment.experiment_hash}",
+        "p_holm": result.p_holm, "p_bh": result.p_bh, "p_verdict": p_value,
+        "method": verdict.method, "correction": verdict.correction,
+        "dashboard": f"{dashboard}#{experiment.experiment_hash}",
     }
     return Alert(
         source=SOURCE, kind=KIND, summary=summary,

@@ -22,17 +22,24 @@ from spark_jobs.config.kinds import (
 )
 
 STAT_METHODS = ("sequential", "bonferroni")
+CORRECTIONS = ("bonferroni", "holm", "bh")
 DEFAULT_GUARDRAILS = ("impression",)
 
 
 @dataclass(frozen=True)
 class StatsSettings:
     """How verdicts are reached: `method` names the test a verdict uses (the other is shown
-    too); `mixture_sd` is the mSPRT mixing spread in per-user standard deviations."""
+    too); `correction` how the comparisons' p-values are adjusted for each other (the looks
+    are the method's business); `mixture_sd` is the mSPRT mixing spread in per-user standard
+    deviations."""
 
     alpha: float = setting(0.05, OpenFraction(), "significance level of the verdicts")
     method: str = setting(
         "sequential", Choice(STAT_METHODS), "the test a verdict uses (the other is shown too)")
+    correction: str = setting(
+        "bonferroni", Choice(CORRECTIONS),
+        "correction across comparisons: bonferroni, holm (both family-wise) or bh "
+        "(Benjamini-Hochberg, false discovery rate)")
     mixture_sd: float = setting(
         0.1, PositiveNumber(), "mSPRT mixing spread", unit="per-user standard deviations")
     srm_alpha: float = setting(

@@ -3,7 +3,8 @@
 Inputs are what `experiment_metrics` holds per group: triggered users n, users with the
 event (propensity) x, volume s and volume_sum_squares q. Actions per triggered user then
 have mean s/n and variance (q - s^2/n)/(n - 1), so no raw data is needed. No Spark: math
-and SciPy's t and chi-square distributions; tests compare with SciPy's own tests.
+and SciPy's t and chi-square distributions; tests compare with SciPy's own tests. The
+corrections for many comparisons (Bonferroni, Holm, Benjamini-Hochberg) are here too.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
+
+from spark_jobs.results.settings import CORRECTIONS
 
 _NORMAL = NormalDist()
 
@@ -128,3 +131,44 @@ def bonferroni(p_value: float, tests: int) -> float:
     if tests < 1:
         raise ValueError("need at least one test")
     return min(1.0, p_value * tests)
+
+
+
+def holm(p_values: Sequence[float | None]) -> list[float | None]:
+    """Holm's step-down adjusted p-values (family-wise error, any dependence). A None (a
+    comparison without a test yet) counts as p = 1 in the family and stays None."""
+    filled = [1.0 if p is None else p for p in p_values]
+    m = len(filled)
+    adjusted = [0.0] * m
+    running = 0.0
+    for rank, index in enumerate(sorted(range(m), key=filled.__getitem__)):
+        running = max(running, min(1.0, (m - rank) * filled[index]))
+        adjusted[index] = running
+    return [None if p is None else a for p, a in zip(p_values, adjusted, strict=True)]
+
+
+def benjamini_hochberg(p_values: Sequence[float | None]) -> list[float | None]:
+    """Benjamini-Hochberg step-up adjusted p-values (false discovery rate; valid for
+    independent or positively dependent tests, as comparisons sharing a control are). A None
+    counts as p = 1 in the family and stays None."""
+    filled = [1.0 if p is None else p for p in p_values]
+    m = len(filled)
+    adjusted = [0.0] * m
+    running = 1.0
+    order = sorted(range(m), key=filled.__getitem__)
+    for rank in range(m, 0, -1):
+        index = order[rank - 1]
+        running = min(running, filled[index] * m / rank)
+        adjusted[index] = running
+    return [None if p is None else a for p, a in zip(p_values, adjusted, strict=True)]
+
+
+def correct(p_values: Sequence[float | None], correction: str) -> list[float | None]:
+    """The family's p-values adjusted by `correction` (one of CORRECTIONS)."""
+    if correction == "bonferroni":
+        return [None if p is None else bonferroni(p, len(p_values)) for p in p_values]
+    if correction == "holm":
+        return holm(p_values)
+    if correction == "bh":
+        return benjamini_hochberg(p_values)
+    raise ValueError(f"unknown correction {correction!r} (known: {', '.join(CORRECTIONS)})")

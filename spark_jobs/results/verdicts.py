@@ -1,15 +1,17 @@
 """An experiment's verdict from its cumulative metric rows: what the dashboard shows.
 
 For each treatment group, critical event type and metric (propensity rate, actions per
-triggered user) every window is a look. Both corrections for looking many times are
-computed; `method` says which one the verdict uses:
+triggered user) every window is a look. Both tests are computed; `method` says which one
+the verdict uses:
 - "bonferroni" (the seed's first implementation): fixed-horizon tests (two-sample proportion
-  z-test for propensity, Welch's t-test for actions per user) at alpha / (planned looks x
-  comparisons), the planned looks being the windows of a period (dividing by the looks made
-  so far would not be valid: the sum of alpha/k diverges); the per-look intervals of the
-  charts use the normal quantile (with >= min_users per group, t and z agree closely);
-- "sequential": the mSPRT of `sequential.py` at alpha / comparisons, valid however often
-  the results are looked at.
+  z-test for propensity, Welch's t-test for actions per user) Bonferroni-corrected over the
+  planned looks, the windows of a period (dividing by the looks made so far would not be
+  valid: the sum of alpha/k diverges); the per-look intervals of the charts use the normal
+  quantile (with >= min_users per group, t and z agree closely);
+- "sequential": the mSPRT of `sequential.py`, valid however often the results are looked at.
+Across the comparisons (groups x event types x metrics) `correction` adjusts the latest
+look's p-values: Bonferroni (as the seed), Holm (family-wise too, never less powerful) or
+Benjamini-Hochberg (false discovery rate). Intervals stay at the Bonferroni level.
 The relative lift (treatment / control - 1) gets its delta-method interval (`relative.py`)
 at the level of the test the verdict uses, beside the interval of the absolute difference.
 A sample ratio mismatch (chi-square of triggered users against the allocation) makes the
@@ -30,7 +32,10 @@ from spark_jobs.results.relative import relative_lift
 from spark_jobs.results.sequential import METRICS, Estimate, estimate, sequential_test
 from spark_jobs.results.stats import (
     GroupCounts,
+    benjamini_hochberg,
     bonferroni,
+    correct,
+    holm,
     proportion_test,
     sample_ratio_mismatch,
     welch_test,
@@ -42,12 +47,14 @@ STATUSES = {
     "srm": "sample ratio mismatch",
     "none": "no verdict yet",
 }
+CORRECTION_NAMES = {"bonferroni": "Bonferroni", "holm": "Holm", "bh": "Benjamini–Hochberg"}
 _NORMAL = NormalDist()
 
 
 class StatsParameters(Protocol):
     alpha: float
     method: str
+    correction: str
     mixture_sd: float
     srm_alpha: float
     min_users: int
@@ -96,9 +103,14 @@ class MetricResult:
     lift: float | None = None  # treatment / control - 1
     lift_low: float | None = None  # its delta-method interval (relative.py)
     lift_high: float | None = None
-    p_fixed: float | None = None
-    p_bonferroni: float | None = None
-    p_sequential: float | None = None
+    p_fixed: float | None = None  # one look, one comparison
+    p_looks: float | None = None  # p_fixed, Bonferroni over the planned looks only
+    p_bonferroni: float | None = None  # p_looks, Bonferroni across the comparisons
+    p_holm: float | None = None  # p_looks, Holm across the comparisons
+    p_bh: float | None = None  # p_looks, Benjamini-Hochberg across the comparisons
+    p_always_valid: float | None = None  # mSPRT, one comparison
+    p_sequential: float | None = None  # p_always_valid, `correction` across the comparisons
+    p_verdict: float | None = None  # the one the verdict uses
     significant: bool = False
     direction: str | None = None  # "up" or "down" when significant
 
@@ -116,10 +128,25 @@ class ExperimentVerdict:
     triggered_users: dict[str, int]
     metrics: list[MetricResult] = field(default_factory=list)
     bands: dict[str, dict[str, dict[str, Band]]] = field(default_factory=dict)
+    correction: str = "bonferroni"
 
     @property
     def label(self) -> str:
         return STATUSES[self.status]
+
+    @property
+    def test(self) -> str:
+        """The verdict's test and corrections, in the words the page and alerts show."""
+        if self.method == "sequential":
+            test = "mSPRT (always-valid sequential test)"
+            if self.correction == "bonferroni":
+                return test
+            return f"{test}, {CORRECTION_NAMES[self.correction]} across {self.comparisons} " \
+                "comparisons"
+        if self.correction == "bonferroni":
+            return f"Bonferroni over {self.planned_looks} looks × {self.comparisons} comparisons"
+        return (f"Bonferroni over {self.planned_looks} looks, "
+                f"{CORRECTION_NAMES[self.correction]} across {self.comparisons} comparisons")
 
     @property
     def guardrail_drops(self) -> list[MetricResult]:
@@ -156,13 +183,14 @@ def _common_looks(control: Sequence[tuple[int, GroupCounts]],
 def compare(treatment_group: str, event_type: str, metric: str,
             looks: Sequence[tuple[int, GroupCounts, GroupCounts]], comparisons: int,
             planned_looks: int, params: StatsParameters) -> MetricResult:
-    """Both corrections at every look; the latest look decides."""
+    """Both tests at every look; the latest look's p-values are corrected across the
+    comparisons and judged afterwards (`decide`: Holm and BH need the whole family)."""
     estimates: list[Estimate | None] = [estimate(c, t, metric) for _, c, t in looks]
     family_alpha = params.alpha / comparisons
     sequential = sequential_test(estimates, family_alpha, params.mixture_sd)
     bonf_low: list[float | None] = []
     bonf_high: list[float | None] = []
-    p_fixed = p_bonf = None
+    p_fixed = p_looks = p_bonf = None
     tests = max(planned_looks, len(looks)) * comparisons
     z = _NORMAL.inv_cdf(1 - params.alpha / (2 * tests))
     for est in estimates:
@@ -178,6 +206,7 @@ def compare(treatment_group: str, event_type: str, metric: str,
         fixed_test = proportion_test if metric == "propensity" else welch_test
         p_fixed = fixed_test(control_counts, treatment_counts, params.alpha).p_value
         p_bonf = bonferroni(p_fixed, tests)
+        p_looks = bonferroni(p_fixed, max(planned_looks, len(looks)))
     result = MetricResult(
         treatment_group, event_type, metric, event_type in params.guardrail_events,
         window_end=[end for end, _, _ in looks],
@@ -190,11 +219,9 @@ def compare(treatment_group: str, event_type: str, metric: str,
     last_seq = sequential[-1] if sequential else None
     if last is None or last_seq is None:
         return result
-    p_seq = min(1.0, last_seq.p_value * comparisons)
     if params.method == "sequential":
-        significant, low, high = p_seq < params.alpha, last_seq.ci_low, last_seq.ci_high
+        low, high = last_seq.ci_low, last_seq.ci_high
     else:
-        significant = p_bonf is not None and p_bonf < params.alpha
         low, high = bonf_low[-1], bonf_high[-1]
     lift_low, lift_high = _relative_interval(looks[-1], last, metric, tests, comparisons,
                                              params)
@@ -202,10 +229,32 @@ def compare(treatment_group: str, event_type: str, metric: str,
         result, control=last.control, treatment=last.treatment,
         difference_low=_finite(low), difference_high=_finite(high),
         lift=None if last.control == 0 else last.difference / last.control,
-        lift_low=lift_low, lift_high=lift_high,
-        p_fixed=p_fixed, p_bonferroni=p_bonf, p_sequential=p_seq, significant=significant,
-        direction=("up" if last.difference > 0 else "down") if significant else None,
+        lift_low=lift_low, lift_high=lift_high, p_fixed=p_fixed, p_looks=p_looks,
+        p_bonferroni=p_bonf, p_always_valid=last_seq.p_value,
     )
+
+
+def decide(metrics: Sequence[MetricResult], params: StatsParameters) -> list[MetricResult]:
+    """Each comparison's p-values corrected across the family (every comparison of the
+    experiment at its latest look; one without a test yet counts as p = 1) and its
+    significance by the test the verdict uses. The intervals stay at the Bonferroni level:
+    Holm and BH adjust p-values, no interval matches them exactly."""
+    looks = [m.p_looks for m in metrics]
+    holm_p, bh_p = holm(looks), benjamini_hochberg(looks)
+    sequential_p = correct([m.p_always_valid for m in metrics], params.correction)
+    decided = []
+    for m, p_holm, p_bh, p_seq in zip(metrics, holm_p, bh_p, sequential_p, strict=True):
+        fixed = {"bonferroni": m.p_bonferroni, "holm": p_holm, "bh": p_bh}[params.correction]
+        p_verdict = p_seq if params.method == "sequential" else fixed
+        significant = p_verdict is not None and p_verdict < params.alpha
+        last = m.difference[-1] if m.difference else None
+        decided.append(dataclasses.replace(
+            m, p_holm=p_holm, p_bh=p_bh, p_sequential=p_seq, p_verdict=p_verdict,
+            significant=significant and last is not None,
+            direction=("up" if last > 0 else "down") if significant and last is not None
+            else None,
+        ))
+    return decided
 
 
 def _relative_interval(look: tuple[int, GroupCounts, GroupCounts], last: Estimate, metric: str,
@@ -248,17 +297,17 @@ def judge(experiment_hash: str, groups: Sequence[GroupHistory], planned_looks: i
                 srm_p: float | None = None, looks: int = 0) -> ExperimentVerdict:
         return ExperimentVerdict(experiment_hash, status, reason, params.method, looks,
                                  max(planned_looks, looks), comparisons, srm_p, triggered,
-                                 metrics or [], bands)
+                                 metrics or [], bands, params.correction)
 
     if len(controls) != 1 or not treatments:
         return verdict("none", "needs one control group and at least one treatment group")
     control = controls[0]
-    metrics = [
+    metrics = decide([
         compare(t.group, event, metric,
                 _common_looks(control.series.get(event, ()), t.series.get(event, ())),
                 comparisons, planned_looks, params)
         for t in treatments for event in event_types for metric in METRICS
-    ]
+    ], params)
     looks = max((len(m.window_end) for m in metrics), default=0)
     short = [g for g in groups if triggered[g.group] < params.min_users]
     if short:
@@ -269,7 +318,11 @@ def judge(experiment_hash: str, groups: Sequence[GroupHistory], planned_looks: i
     if srm_p is not None and srm_p < params.srm_alpha:
         return verdict("srm", f"triggered users do not match the allocation "
                        f"(chi-square p = {srm_p:.2g} < {params.srm_alpha})", metrics, srm_p, looks)
-    test = "mSPRT" if params.method == "sequential" else "Bonferroni-corrected z-test"
+    if params.correction == "bonferroni":
+        test = "mSPRT" if params.method == "sequential" else "Bonferroni-corrected z-test"
+    else:
+        test = "mSPRT" if params.method == "sequential" else "z-test, Bonferroni over looks"
+        test = f"{test}, {CORRECTION_NAMES[params.correction]} across comparisons"
     down = [m for m in metrics if m.direction == "down"]
     up = [m for m in metrics if m.direction == "up"]
     if down:

@@ -56,8 +56,8 @@ OLD_DEFAULTS: dict[str, dict[str, Any]] = {
         "jobs": ["filter_events", "filter_activations", "experiment_metrics"],
     },
     "stats": {
-        "alpha": 0.05, "method": "sequential", "mixture_sd": 0.1, "srm_alpha": 0.001,
-        "min_users": 100, "guardrail_events": None,
+        "alpha": 0.05, "method": "sequential", "correction": "bonferroni", "mixture_sd": 0.1,
+        "srm_alpha": 0.001, "min_users": 100, "guardrail_events": None,
     },
     "dashboard": {"host": "127.0.0.1", "port": 8050, "refresh": "10s"},
     "fraud": {

@@ -17,14 +17,12 @@ METRIC_LABELS = {"propensity": "propensity rate", "volume": "actions per trigger
 
 
 def describe_test(verdict: ExperimentVerdict, settings: Settings) -> str:
-    """Which correction the verdict uses, in the words the page shows."""
-    if verdict.method == "sequential":
-        return "mSPRT (always-valid sequential test)"
-    return f"Bonferroni over {verdict.planned_looks} looks × {verdict.comparisons} comparisons"
+    """Which test and corrections the verdict uses, in the words the page shows."""
+    return verdict.test
 
 
 def decisive_p(metric: MetricResult, method: str) -> float | None:
-    return metric.p_sequential if method == "sequential" else metric.p_bonferroni
+    return metric.p_verdict
 
 
 def headline(verdict: ExperimentVerdict) -> MetricResult | None:
@@ -76,7 +74,8 @@ def _header(results: Results, settings: Settings) -> dict[str, Any]:
     return {
         "as_of": results.as_of_ms, "loaded_at": results.loaded_at_ms,
         "table_version": results.table_version, "refresh_ms": settings.dashboard.refresh_ms,
-        "method": settings.stats.method, "alpha": settings.stats.alpha,
+        "method": settings.stats.method, "correction": settings.stats.correction,
+        "alpha": settings.stats.alpha,
         "srm_alpha": settings.stats.srm_alpha,
     }
 

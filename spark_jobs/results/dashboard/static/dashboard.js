@@ -116,9 +116,10 @@ function renderHeader(list, error) {
   const asOf = document.getElementById("as-of");
   const method = document.getElementById("method");
   if (list) {
+    const across = { bonferroni: "", holm: " + Holm", bh: " + BH" }[list.correction] || "";
     method.textContent = list.method === "sequential"
-      ? `verdicts: mSPRT · α = ${list.alpha}`
-      : `verdicts: Bonferroni · α = ${list.alpha}`;
+      ? `verdicts: mSPRT${across} · α = ${list.alpha}`
+      : `verdicts: Bonferroni${across} · α = ${list.alpha}`;
     asOf.dataset.asOf = list.as_of === null ? "" : String(list.as_of);
     asOf.dataset.tableVersion = list.table_version === null ? "" : String(list.table_version);
   }
@@ -344,7 +345,8 @@ function renderCharts(experiment, event, method) {
 }
 
 function renderTable(detail) {
-  const method = detail.method;
+  // the column of the p-value the verdict uses
+  const method = detail.method === "sequential" ? "sequential" : detail.correction;
   const table = document.getElementById("comparisons");
   for (const th of table.querySelectorAll("th[data-p]")) {
     th.classList.toggle("decisive", th.dataset.p === method);
@@ -380,6 +382,8 @@ function renderTable(detail) {
       el("span", { className: "interval" }, `[${lift(m.lift_low)}, ${lift(m.lift_high)}]`)),
     el("td", { className: decisive("fixed") }, pValue(m.p_fixed)),
     el("td", { className: decisive("bonferroni") }, pValue(m.p_bonferroni)),
+    el("td", { className: decisive("holm") }, pValue(m.p_holm)),
+    el("td", { className: decisive("bh") }, pValue(m.p_bh)),
     el("td", { className: decisive("sequential") }, pValue(m.p_sequential)),
     el("td", {}, significance));
   });
