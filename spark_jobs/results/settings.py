@@ -31,7 +31,7 @@ class StatsSettings:
     """How verdicts are reached: `method` names the test a verdict uses (the other is shown
     too); `correction` how the comparisons' p-values are adjusted for each other (the looks
     are the method's business); `mixture_sd` is the mSPRT mixing spread in per-user standard
-    deviations."""
+    deviations; `power` and `target_mde` give each experiment its target sample size."""
 
     alpha: float = setting(0.05, OpenFraction(), "significance level of the verdicts")
     method: str = setting(
@@ -47,6 +47,11 @@ class StatsSettings:
     min_users: int = setting(
         100, PositiveInt(), "no verdict before this many triggered users per group",
         unit="users")
+    power: float = setting(
+        0.8, OpenFraction(), "power a comparison should reach for the target effect")
+    target_mde: float = setting(
+        0.05, PositiveNumber(), "smallest relative lift worth detecting (0.05 = 5 %)",
+        unit="relative lift")
     guardrail_events: tuple[str, ...] = setting(
         None, Names(noun="event types", optional=True),
         "event types whose drop alerts (default: impression, when it is a critical type)")

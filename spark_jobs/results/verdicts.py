@@ -12,6 +12,9 @@ the verdict uses:
 Across the comparisons (groups x event types x metrics) `correction` adjusts the latest
 look's p-values: Bonferroni (as the seed), Holm (family-wise too, never less powerful) or
 Benjamini-Hochberg (false discovery rate). Intervals stay at the Bonferroni level.
+Each comparison also gets its plan (`power.py`): power now, minimum detectable effect and
+the sample size `target_mde` needs at alpha / comparisons; the experiment's progress is
+that of the comparison furthest from its target.
 The relative lift (treatment / control - 1) gets its delta-method interval (`relative.py`)
 at the level of the test the verdict uses, beside the interval of the absolute difference.
 A sample ratio mismatch (chi-square of triggered users against the allocation) makes the
@@ -28,6 +31,8 @@ from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Protocol
 
+from spark_jobs.results.power import Plan
+from spark_jobs.results.power import plan as plan_of
 from spark_jobs.results.relative import relative_lift
 from spark_jobs.results.sequential import METRICS, Estimate, estimate, sequential_test
 from spark_jobs.results.stats import (
@@ -58,6 +63,8 @@ class StatsParameters(Protocol):
     mixture_sd: float
     srm_alpha: float
     min_users: int
+    power: float
+    target_mde: float
     guardrail_events: tuple[str, ...]
 
 
@@ -113,6 +120,7 @@ class MetricResult:
     p_verdict: float | None = None  # the one the verdict uses
     significant: bool = False
     direction: str | None = None  # "up" or "down" when significant
+    plan: Plan | None = None  # power now and the sample size the target effect needs
 
 
 @dataclass(frozen=True)
@@ -147,6 +155,12 @@ class ExperimentVerdict:
             return f"Bonferroni over {self.planned_looks} looks × {self.comparisons} comparisons"
         return (f"Bonferroni over {self.planned_looks} looks, "
                 f"{CORRECTION_NAMES[self.correction]} across {self.comparisons} comparisons")
+
+    @property
+    def limiting(self) -> MetricResult | None:
+        """The comparison furthest from its target sample size: the experiment's progress."""
+        planned = [m for m in self.metrics if m.plan is not None]
+        return min(planned, key=lambda m: m.plan.progress if m.plan else 0.0, default=None)
 
     @property
     def guardrail_drops(self) -> list[MetricResult]:
@@ -231,6 +245,8 @@ def compare(treatment_group: str, event_type: str, metric: str,
         lift=None if last.control == 0 else last.difference / last.control,
         lift_low=lift_low, lift_high=lift_high, p_fixed=p_fixed, p_looks=p_looks,
         p_bonferroni=p_bonf, p_always_valid=last_seq.p_value,
+        plan=plan_of(looks[-1][1], looks[-1][2], metric, family_alpha, params.power,
+                     params.target_mde),
     )
 
 

@@ -57,7 +57,8 @@ OLD_DEFAULTS: dict[str, dict[str, Any]] = {
     },
     "stats": {
         "alpha": 0.05, "method": "sequential", "correction": "bonferroni", "mixture_sd": 0.1,
-        "srm_alpha": 0.001, "min_users": 100, "guardrail_events": None,
+        "srm_alpha": 0.001, "min_users": 100, "power": 0.8, "target_mde": 0.05,
+        "guardrail_events": None,
     },
     "dashboard": {"host": "127.0.0.1", "port": 8050, "refresh": "10s"},
     "fraud": {

@@ -64,6 +64,11 @@ def test_the_list_has_each_experiment_with_its_status_and_headline(dashboard):
         assert experiment["test"] == "mSPRT (always-valid sequential test)"
         assert (experiment["looks"], experiment["planned_looks"]) == (12, 25)
     assert experiments["exp_srm"]["srm_p"] < 0.001
+    for experiment in experiments.values():  # progress toward the target sample size
+        plan = experiment["plan"]
+        assert (plan["target_mde"], plan["target_power"]) == (0.05, 0.8)
+        assert plan["progress"] > 0 and plan["control_users"] > 0 and 0 < plan["power"] < 1
+        assert plan["metric_label"] in ("propensity rate", "actions per triggered user")
     assert experiments["exp_srm"]["triggered_users"] == {"control": 1800, "treatment": 2280}
     win = experiments["exp_win"]["headline"]
     assert (win["event_type"], win["significant"], win["direction"]) == ("click", True, "up")

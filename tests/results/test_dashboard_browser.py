@@ -106,7 +106,14 @@ def test_statuses_verdict_charts_and_refresh_without_reload(make_settings, brows
             "css selector", "td[data-cell]")}
         assert cells["difference"].startswith("+") and " pp" in cells["difference"]
         assert cells["lift"].startswith("+") and "%" in cells["lift"]
+        assert " · " in cells["plan"] and cells["plan"].startswith("±")
+        plan = css(browser, "#verdict-plan")[0]
+        assert float(plan.get_attribute("data-progress")) > 0
+        assert "of target" in plan.text or "target reached" in plan.text
         screenshot(browser, "dashboard-2-exp-win")
+        browser.execute_script("arguments[0].scrollIntoView()", css(browser, ".table-card")[0])
+        screenshot(browser, "dashboard-2b-comparisons")  # difference, lift, p-values, MDE
+        browser.execute_script("window.scrollTo(0, 0)")
 
         css(browser, "li[data-experiment='exp_guardrail'] a")[0].click()
         wait(browser, lambda d: shows(d, "exp_guardrail", "loss"))

@@ -7,6 +7,7 @@ the page needs to describe the test and choose an event type.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from spark_jobs.results.dashboard.results import ExperimentResult, Results, as_json
@@ -55,6 +56,19 @@ def _headline_json(metric: MetricResult | None, method: str) -> dict[str, Any] |
     })
 
 
+def plan_json(verdict: ExperimentVerdict, settings: Settings) -> dict[str, Any] | None:
+    """Progress toward the target sample size: that of the comparison furthest from it."""
+    limiting = verdict.limiting
+    if limiting is None or limiting.plan is None:
+        return None
+    return as_json({
+        **dataclasses.asdict(limiting.plan), "treatment_group": limiting.treatment_group,
+        "event_type": limiting.event_type, "metric": limiting.metric,
+        "metric_label": METRIC_LABELS.get(limiting.metric, limiting.metric),
+        "target_mde": settings.stats.target_mde, "target_power": settings.stats.power,
+    })
+
+
 def summary(result: ExperimentResult, settings: Settings) -> dict[str, Any]:
     verdict = result.verdict
     return as_json({
@@ -67,6 +81,7 @@ def summary(result: ExperimentResult, settings: Settings) -> dict[str, Any]:
         "comparisons": verdict.comparisons, "srm_p": verdict.srm_p,
         "triggered_users": verdict.triggered_users,
         "headline": _headline_json(headline(verdict), verdict.method),
+        "plan": plan_json(verdict, settings),
     })
 
 

@@ -212,6 +212,15 @@ function renderVerdict(detail) {
     `${detail.looks} of ${detail.planned_looks} planned · ${detail.comparisons} comparisons`;
   document.getElementById("verdict-users").textContent = Object.entries(detail.triggered_users)
     .map(([group, n]) => `${group} ${integer(n)}`).join(" · ");
+  const plan = detail.plan;
+  const planCell = document.getElementById("verdict-plan");
+  planCell.dataset.progress = plan ? String(plan.progress) : "";
+  planCell.textContent = plan
+    ? `${plan.progress >= 1 ? "target reached" : `${percent(plan.progress, 0)} of target`} · ` +
+      `${integer(plan.control_users)} control + ${integer(plan.treatment_users)} ` +
+      `${plan.treatment_group} users detect a ${percent(plan.target_mde, 1)} lift with ` +
+      `${percent(plan.target_power, 0)} power (${plan.event_type} ${plan.metric_label})`
+    : "n/a (no control value yet)";
 }
 
 function renderEventTypes(detail) {
@@ -385,6 +394,8 @@ function renderTable(detail) {
     el("td", { className: decisive("holm") }, pValue(m.p_holm)),
     el("td", { className: decisive("bh") }, pValue(m.p_bh)),
     el("td", { className: decisive("sequential") }, pValue(m.p_sequential)),
+    el("td", { className: "num", dataset: { cell: "plan" } }, m.plan
+      ? `±${percent(m.plan.mde, 1)} · ${percent(m.plan.power, 0)}` : "—"),
     el("td", {}, significance));
   });
   table.tBodies[0].replaceChildren(...rows);
