@@ -2,7 +2,8 @@
 
 Not wired to the table yet: experiment_metrics would need per group, event type and window
 the sums over triggered users of the pre-exposure count x (Σx, Σx²) and of its products
-with the metric y (Σxy; for the rate, Σ x [y > 0]), beside the n, Σy and Σy² it holds. From those sums alone, with theta pooled within the groups (as the regression
+with the metric y (Σxy; for the rate, Σ x [y > 0]), beside the n, Σy and Σy² it holds.
+From those sums alone, with theta pooled within the groups (as the regression
 y ~ treatment + x estimates it):
 
     theta   = Σ_g S_xy(g) / Σ_g S_xx(g)         S: sums of centered products in group g
