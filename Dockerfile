@@ -3,10 +3,12 @@
 # traffic), its state kept in a volume:
 #   docker build -t tideline .
 #   docker run --rm -it -p 127.0.0.1:8080:8080 -p 127.0.0.1:8050:8050 \
-#       -p 127.0.0.1:19092:19092 -v tideline:/var/lib/tideline tideline
+#       -p 127.0.0.1:19092:19092 -p 127.0.0.1:4040-4049:4040-4049 \
+#       -v tideline:/var/lib/tideline tideline
 # then Ctrl-C, or `docker stop -t 120` (a clean stop of Airflow and the jobs takes longer
 # than docker's default 10 s). Any `tideline` command works, e.g. `... tideline platform
-# --cluster` (a Spark standalone cluster inside the container) or `... tideline config show`.
+# --cluster` (a Spark standalone cluster inside the container; publish 8088 too for its
+# master UI) or `... tideline config show`.
 FROM python:3.11-slim-bookworm
 
 # Java 17 for Spark (4.3 needs 17 or newer); procps for Spark's scripts; tini as PID 1: it
@@ -35,16 +37,19 @@ RUN pip install --no-cache-dir --no-deps -e .
 # published port reaches nothing (the container's 127.0.0.1 is its own). Publish them on the
 # host's loopback as above; links (Airflow's base_url, alerts) and the address the broker
 # advertises stay 127.0.0.1:<port>, which is right on both sides of `-p 127.0.0.1:P:P`.
-# Spark's web UIs (jobs from 4040, the cluster's master 8088) stay on the container's
-# loopback: their links on Browse -> Tideline jobs open from inside the container only.
+# Spark's web UIs (each job's from 4040 up, the cluster's master 8088 with --cluster) listen
+# where Spark's own SPARK_LOCAL_IP says, which Tideline otherwise sets to 127.0.0.1; Spark's
+# RPC stays on loopback (Tideline passes the driver's and the daemons' addresses explicitly),
+# and the UI links on Browse -> Tideline jobs still say 127.0.0.1.
 ENV TIDELINE_LAKE__ROOT=/var/lib/tideline/lake \
     TIDELINE_AIRFLOW__HOME=/var/lib/tideline/airflow_home \
     TIDELINE_KAFKA__BROKER_BIND=0.0.0.0 \
     TIDELINE_AIRFLOW__HOST=0.0.0.0 \
     TIDELINE_DASHBOARD__HOST=0.0.0.0 \
+    SPARK_LOCAL_IP=0.0.0.0 \
     PYSPARK_PYTHON=/usr/local/bin/python
-# Airflow UI, results dashboard, embedded Kafka broker.
-EXPOSE 8080 8050 19092
+# Airflow UI, results dashboard, embedded Kafka broker, the jobs' Spark UIs, the master's UI.
+EXPOSE 8080 8050 19092 4040-4049 8088
 VOLUME ["/var/lib/tideline"]
 ENTRYPOINT ["tini", "--", "tideline"]
 CMD ["platform"]

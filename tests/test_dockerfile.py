@@ -43,9 +43,14 @@ def test_its_settings_load_and_servers_listen_where_published_ports_reach():
     homes = (settings.lake.root, settings.airflow.home)
     volume = arguments("VOLUME")[0].strip('[]"')
     assert all(home.startswith(volume + "/") for home in homes), homes
+    assert environ["SPARK_LOCAL_IP"] == "0.0.0.0"  # where Spark's web UIs listen
     broker_port = int(settings.kafka.bootstrap.rpartition(":")[2])
-    exposed = {int(port) for args in arguments("EXPOSE") for port in args.split()}
-    assert exposed == {settings.airflow.port, settings.dashboard.port, broker_port}
+    exposed = set()
+    for port in (port for args in arguments("EXPOSE") for port in args.split()):
+        first, _, last = port.partition("-")
+        exposed |= set(range(int(first), int(last or first) + 1))
+    assert exposed == {settings.airflow.port, settings.dashboard.port, broker_port,
+                       settings.cluster.master_ui_port, *range(4040, 4050)}
 
 
 def test_it_runs_a_tideline_command():
