@@ -419,6 +419,9 @@ def test_control_plane_values_from_the_environment():
         ("airflow", {"port": "http"}, r"airflow\.port must be a port number \(1-65535\)"),
         ("airflow", {"port": 70000}, r"airflow\.port must be a port number \(1-65535\)"),
         ("alerts", {"webhook_url": "ftp://x"}, r"alerts\.webhook_url must be an http"),
+        ("airflow", {"host": "airflow.example"}, r"airflow\.host must be an IP address"),
+        ("dashboard", {"host": "0.0.0.0:8050"}, r"dashboard\.host must be an IP address"),
+        ("kafka", {"broker_bind": "everywhere"}, r"kafka\.broker_bind must be an IP address"),
     ],
 )
 def test_wrong_control_plane_values_say_what_to_fix(section, values, message):
@@ -471,3 +474,16 @@ def test_only_local_checkpoints_get_the_local_checkpoint_file_manager(location, 
     from spark_jobs.streaming.spark_session import is_local_path
 
     assert is_local_path(location) is local
+
+
+def test_servers_bind_loopback_unless_configured():
+    """Bind addresses (issue 16): loopback by default; 0.0.0.0 in a container, where links
+    and the task processes still reach the servers through loopback."""
+    s = load_settings(environ={})
+    assert (s.kafka.broker_bind, s.airflow.host, s.dashboard.host) == ("127.0.0.1",) * 3
+    wide = load_settings(environ={"TIDELINE_KAFKA__BROKER_BIND": "0.0.0.0",
+                                  "TIDELINE_AIRFLOW__HOST": "0.0.0.0",
+                                  "TIDELINE_DASHBOARD__HOST": " ::1 "})
+    assert (wide.kafka.broker_bind, wide.airflow.host, wide.dashboard.host) == (
+        "0.0.0.0", "0.0.0.0", "::1")
+    assert wide.airflow.base_url == "http://127.0.0.1:8080"

@@ -6,7 +6,6 @@ applications running); the pid files say which processes Tideline started and mu
 
 from __future__ import annotations
 
-import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from spark_jobs.cluster.daemons import (
     wait_until,
 )
 from spark_jobs.cluster.settings import ClusterSettings
+from spark_jobs.config.network import port_in_use
 
 MASTER = "master"
 HISTORY = "history"
@@ -46,14 +46,6 @@ def _log_tail(path: str, lines: int = 15) -> str:
         return "\n".join(Path(path).read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return "(no log)"
-
-
-def _port_busy(host: str, port: int) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=0.5):
-            return True
-    except OSError:
-        return False
 
 
 def master_status(cluster: ClusterSettings, timeout_s: float = 2.0) -> dict[str, Any] | None:
@@ -119,7 +111,7 @@ def start_master(cluster: ClusterSettings) -> DaemonRecord:
         return running
     for port, key in ((cluster.master_port, "master_port"),
                       (cluster.master_ui_port, "master_ui_port")):
-        if _port_busy(cluster.host, port):
+        if port_in_use(cluster.host, port):
             raise ClusterError(f"port {port} on {cluster.host} is in use: stop what holds it "
                                f"or set cluster.{key} (TIDELINE_CLUSTER__{key.upper()})")
     record = start_daemon(home, MASTER, MASTER_CLASS, [
@@ -179,7 +171,7 @@ def start_history(cluster: ClusterSettings, event_log_dir: str) -> DaemonRecord:
     running = _running(home, HISTORY)
     if running is not None:
         return running
-    if _port_busy(cluster.host, cluster.history_port):
+    if port_in_use(cluster.host, cluster.history_port):
         raise ClusterError(f"port {cluster.history_port} on {cluster.host} is in use: stop "
                            "what holds it or set cluster.history_port")
     Path(event_log_dir).mkdir(parents=True, exist_ok=True)
@@ -188,7 +180,7 @@ def start_history(cluster: ClusterSettings, event_log_dir: str) -> DaemonRecord:
                f"-Dspark.history.fs.update.interval=2s")
     record = start_daemon(home, HISTORY, HISTORY_CLASS, [],
                           daemon_environment({"SPARK_HISTORY_OPTS": options}))
-    if not wait_until(lambda: _port_busy(cluster.host, cluster.history_port)
+    if not wait_until(lambda: port_in_use(cluster.host, cluster.history_port)
                       or process_of(record) is None, READY_TIMEOUT_S) or (
             process_of(record) is None):
         stop_daemon(home, HISTORY)

@@ -14,6 +14,7 @@ from typing import Any
 
 from spark_jobs.config.durations import DurationError, format_duration_ms, parse_duration_ms
 from spark_jobs.config.fields import ConfigError, Kind, plain_text
+from spark_jobs.config.network import bind_problem
 
 SECRET_MARKS = ("password", "secret", "sasl.jaas")  # map keys whose values `show` masks
 MASK = "***"
@@ -73,6 +74,17 @@ class Port(Kind):
         if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 65536:
             raise ConfigError(f"{key} must be a port number (1-65535), got {value!r}")
         return value
+
+
+@dataclass(frozen=True)
+class BindAddress(Kind):
+    """The address a server listens on: an IP address (127.0.0.1, 0.0.0.0, ::1) or localhost."""
+
+    def parse(self, value: Any, key: str) -> str:
+        problem = bind_problem(value.strip() if isinstance(value, str) else value)
+        if problem is not None:
+            raise ConfigError(f"{key} {problem}")
+        return str(value).strip()
 
 
 @dataclass(frozen=True)

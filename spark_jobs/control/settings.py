@@ -13,6 +13,7 @@ from typing import Any
 from spark_jobs.catalog import DEFAULT_DEPLOYED, JOB_NAMES
 from spark_jobs.config.fields import ConfigError, setting
 from spark_jobs.config.kinds import (
+    BindAddress,
     Duration,
     Emails,
     Fraction,
@@ -21,8 +22,8 @@ from spark_jobs.config.kinds import (
     OptionalText,
     Port,
     PositiveInt,
-    Text,
 )
+from spark_jobs.config.network import connect_host
 
 AIRFLOW_HOME = Path(__file__).resolve().parents[2] / "infra" / "airflow_home"
 
@@ -49,7 +50,8 @@ class AirflowSettings:
     home: str = setting(
         None, OptionalText(), "AIRFLOW_HOME of the platform (default: infra/airflow_home)")
     host: str = setting(
-        "127.0.0.1", Text(form="a host name or address"), "address the Airflow UI listens on")
+        "127.0.0.1", BindAddress(), "address the Airflow UI listens on (0.0.0.0: every "
+        "interface, e.g. in a container)")
     port: int = setting(8080, Port(), "port of the Airflow UI")
     base_url: str = setting(
         None, OptionalText(), "Airflow UI address in alert links (default: http://host:port)")
@@ -57,7 +59,8 @@ class AirflowSettings:
     @classmethod
     def finish(cls, values: dict[str, Any], done: Mapping[str, Any]) -> dict[str, Any]:
         values["home"] = values["home"] or str(AIRFLOW_HOME)
-        values["base_url"] = values["base_url"] or f"http://{values['host']}:{values['port']}"
+        host = connect_host(values["host"])
+        values["base_url"] = values["base_url"] or f"http://{host}:{values['port']}"
         return values
 
     def run_url(self, dag_id: str, run_id: str) -> str:

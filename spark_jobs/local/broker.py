@@ -10,7 +10,6 @@ import atexit
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import tempfile
 import threading
@@ -18,6 +17,8 @@ import time
 from pathlib import Path
 from types import TracebackType
 from typing import IO
+
+from spark_jobs.config.network import free_port, port_in_use
 
 READY_TIMEOUT_S = 15.0
 STOP_GRACE_S = 5.0
@@ -37,13 +38,6 @@ def tansu_binary() -> Path:
     return binary
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that is free right now (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-
-
 def _tail(path: Path, lines: int = 20) -> str:
     try:
         text = path.read_text(errors="replace")
@@ -53,12 +47,19 @@ def _tail(path: Path, lines: int = 20) -> str:
 
 
 class EmbeddedBroker:
-    """A Tansu broker child process; `with EmbeddedBroker(port=0) as b:` starts and stops it."""
+    """A Tansu broker child process; `with EmbeddedBroker(port=0) as b:` starts and stops it.
+
+    It listens on `bind` (default: `host`, setting kafka.broker_bind) and advertises
+    `host:port`, the address clients are told to reconnect to: inside a container it binds
+    0.0.0.0 so that a published port reaches it, and still advertises 127.0.0.1:port, which
+    is right both inside and, through `docker run -p 127.0.0.1:port:port`, on the host."""
 
     def __init__(
-        self, host: str = "127.0.0.1", port: int = 0, log_path: str | Path | None = None
+        self, host: str = "127.0.0.1", port: int = 0, log_path: str | Path | None = None,
+        bind: str | None = None,
     ) -> None:
         self.host = host
+        self.bind = bind or host
         self.port = port
         self.log_path = Path(log_path) if log_path else None
         self._own_log = log_path is None
@@ -87,20 +88,19 @@ class EmbeddedBroker:
             if self._process is not None:
                 return self
             if self.port == 0:
-                self.port = free_port(self.host)
+                self.port = free_port(self.bind)
             if self.log_path is None:
                 handle, name = tempfile.mkstemp(prefix="tansu-", suffix=".log")
                 os.close(handle)
                 self.log_path = Path(name)
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
-            url = f"tcp://{self.host}:{self.port}"
             command = [
                 str(tansu_binary()),
                 "broker",
                 "--listener-url",
-                url,
+                f"tcp://{self.bind}:{self.port}",
                 "--advertised-listener-url",
-                url,
+                f"tcp://{self.host}:{self.port}",
                 "--storage-engine",
                 "memory://tansu/",
             ]
@@ -152,11 +152,7 @@ class EmbeddedBroker:
         )
 
     def _port_open(self) -> bool:
-        try:
-            with socket.create_connection((self.host, self.port), timeout=0.2):
-                return True
-        except OSError:
-            return False
+        return port_in_use(self.host, self.port, timeout_s=0.2)
 
     def stop(self) -> None:
         """SIGTERM the broker's process group, SIGKILL after 5 s; safe to call twice."""
@@ -201,7 +197,7 @@ def _terminate_group(process: subprocess.Popen[bytes]) -> None:
             os.killpg(process.pid, signal.SIGKILL)
 
 
-def serve_forever(port: int) -> None:
+def serve_forever(port: int, bind: str = "127.0.0.1") -> None:
     """Run the broker until SIGINT/SIGTERM (`tideline broker`); prints the bootstrap address."""
     stop = threading.Event()
 
@@ -210,8 +206,9 @@ def serve_forever(port: int) -> None:
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        with EmbeddedBroker(port=port) as broker:
-            print(f"Tansu broker ready on {broker.bootstrap} (Ctrl-C to stop)", flush=True)
+        with EmbeddedBroker(port=port, bind=bind) as broker:
+            print(f"Tansu broker ready on {broker.bootstrap} (listening on {broker.bind}; "
+                  "Ctrl-C to stop)", flush=True)
             while not stop.wait(0.5):
                 if not broker.running():
                     raise RuntimeError(f"the broker on {broker.bootstrap} exited unexpectedly")

@@ -24,7 +24,7 @@ def cmd_broker(args: argparse.Namespace, settings: Settings) -> int:
     from spark_jobs.local.broker import serve_forever
 
     port = args.port if args.port is not None else bootstrap_port(settings.kafka.bootstrap)
-    serve_forever(port)
+    serve_forever(port, settings.kafka.broker_bind)
     return 0
 
 
@@ -37,14 +37,15 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_platform(args: argparse.Namespace, settings: Settings) -> int:
     from spark_jobs.local.platform_stack import run_platform
 
-    return run_platform(settings, users=args.users, seconds=args.seconds)
+    return run_platform(settings, users=args.users, seconds=args.seconds, cluster=args.cluster)
 
 
 def register(commands: argparse._SubParsersAction) -> None:
     """Add the local stack's commands to `tideline`."""
     broker = commands.add_parser("broker", help="start the embedded Kafka broker (Tansu)")
     broker.add_argument("--port", type=port_number,
-                        help="port on 127.0.0.1 (default: kafka.bootstrap)")
+                        help="port (default: kafka.bootstrap's; it listens on "
+                             "kafka.broker_bind, 127.0.0.1 by default)")
     broker.set_defaults(func=cmd_broker)
 
     demo = commands.add_parser("demo", help="run the whole pipeline on embedded defaults")
@@ -62,4 +63,9 @@ def register(commands: argparse._SubParsersAction) -> None:
                           help="synthetic users (traffic follows the clock: ~20 msg/s per 1000)")
     platform.add_argument("--seconds", type=positive_number,
                           help="stop after this long (default: Ctrl-C)")
+    platform.add_argument(
+        "--cluster", action="store_true",
+        help="start a Spark standalone cluster (section cluster) and run every Spark "
+             "application there: the deployed streaming jobs (fraud_rules with fraud.state="
+             "spark unless configured) and the daily recomputation; stopped on exit")
     platform.set_defaults(func=cmd_platform)

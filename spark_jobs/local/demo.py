@@ -144,7 +144,8 @@ def run_demo(settings: Settings, rate: float = 2000.0, seconds: float | None = N
     stop = threading.Event()
     with ExitStack() as stack:
         if _uses_embedded_broker(settings):
-            broker = EmbeddedBroker(port=EMBEDDED_BROKER_PORT).start()
+            broker = EmbeddedBroker(port=EMBEDDED_BROKER_PORT,
+                                    bind=settings.kafka.broker_bind).start()
             stack.callback(broker.stop)
             print(f"embedded broker on {broker.bootstrap}")
 

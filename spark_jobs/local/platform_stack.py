@@ -18,6 +18,10 @@ snapshot before the first activation of it arrives.
 With the embedded broker, which keeps messages in memory only, every start begins with empty
 topics, so the jobs' checkpoints of an earlier session are cleared (`forget_previous_broker`).
 
+With `--cluster` (`spark_jobs.local.platform_cluster`) it also starts a Spark standalone
+cluster, every Spark application of the platform runs there, and the cluster stops last but
+the broker.
+
 `daily_validation` catches up from `validation.start_date`; when that is not configured,
 the platform uses the day before it first ran on this Airflow home (remembered in the home,
 so restarts do not move it).
@@ -37,6 +41,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from spark_jobs.cluster.standalone import ClusterError
 from spark_jobs.control.orchestration.environment import DAG_IDS
 from spark_jobs.control.orchestration.standalone import AirflowStartError
 from spark_jobs.results.dashboard.server import DashboardServer, DashboardStartError
@@ -210,21 +215,23 @@ def stop_on_signals() -> dict[int, Any]:
     return handlers
 
 
-def run_platform(
-    settings: Settings, users: int = DEFAULT_USERS, seconds: float | None = None
-) -> int:
-    """Run until Ctrl-C, SIGTERM or `seconds`; returns the exit status."""
-    settings = platform_settings(settings)
+def run_platform(settings: Settings, users: int = DEFAULT_USERS, seconds: float | None = None,
+                 cluster: bool = False) -> int:
+    """Run until Ctrl-C, SIGTERM or `seconds`; returns the exit status. `cluster`: the Spark
+    applications run on a standalone cluster the platform starts and stops."""
+    from spark_jobs.local.platform_cluster import on_cluster
+
+    settings = platform_settings(on_cluster(settings) if cluster else settings)
     handlers = stop_on_signals()
     stack = ExitStack()
     try:
-        return _start_and_wait(settings, users, seconds, stack)
+        return _start_and_wait(settings, users, seconds, stack, cluster)
     except KeyboardInterrupt:
         return 0
     except AirflowStartError as exc:
         print(f"tideline: Airflow did not start: {exc}", file=sys.stderr)
         return 1
-    except DashboardStartError as exc:
+    except (DashboardStartError, ClusterError) as exc:
         print(f"tideline: {exc}", file=sys.stderr)
         return 1
     finally:
@@ -238,18 +245,19 @@ def run_platform(
                 signal.signal(sig, handler)
 
 
-def _start_and_wait(settings: Settings, users: int, seconds: float | None, stack: ExitStack) -> int:
+def _start_and_wait(settings: Settings, users: int, seconds: float | None, stack: ExitStack,
+                    cluster: bool = False) -> int:
     """Start everything, registering each stop on `stack` as soon as its start is under way.
 
-    The stack unwinds in reverse: traffic, dashboard, Airflow, streaming jobs, broker. Jobs
-    stop after Airflow so that the streaming_jobs DAG cannot start them again.
+    The stack unwinds in reverse: traffic, dashboard, Airflow, streaming jobs, cluster,
+    broker. Jobs stop after Airflow so that the streaming_jobs DAG cannot start them again.
     """
     from spark_jobs.experiments.admin.snapshot import publish_for_run
     from spark_jobs.experiments.traffic import start_live_traffic
     from spark_jobs.local.broker import EmbeddedBroker
 
     if uses_embedded_broker(settings):
-        broker = EmbeddedBroker(port=EMBEDDED_BROKER_PORT)
+        broker = EmbeddedBroker(port=EMBEDDED_BROKER_PORT, bind=settings.kafka.broker_bind)
         stack.callback(_report_stopped, "broker")
         stack.callback(broker.stop)
         broker.start()
@@ -257,6 +265,10 @@ def _start_and_wait(settings: Settings, users: int, seconds: float | None, stack
         cleared = forget_previous_broker(settings)
         if cleared:
             print(f"new empty broker: cleared the checkpoints of {', '.join(cleared)}", flush=True)
+    if cluster:
+        from spark_jobs.local.platform_cluster import start_platform_cluster
+
+        start_platform_cluster(settings, stack)
     stack.callback(_stop_streaming_jobs, settings)
 
     now_ms = int(time.time() * 1000)
@@ -281,12 +293,15 @@ def _start_and_wait(settings: Settings, users: int, seconds: float | None, stack
     stack.callback(stop.set)
 
     lag_min = int(EVENT_TIME_LAG.total_seconds() // 60)
+    spark_line = (f"  Spark      : {settings.spark.master} (master UI "
+                  f"{settings.cluster.master_ui})\n") if cluster else ""
     print(
         "\nTideline is running.\n"
         f"  Airflow UI : {access.url}\n"
         f"  user       : {access.user}\n"
         f"  password   : {access.password}\n"
         f"  dashboard  : {dashboard.url}\n"
+        f"{spark_line}"
         f"  traffic    : {rate:.0f} messages/s, event time {lag_min} min behind the clock\n"
         "The streaming_jobs DAG deploys the streaming jobs within a minute.\n"
         "Ctrl-C stops everything.\n",

@@ -11,6 +11,7 @@ from typing import Any
 
 from spark_jobs.config.fields import ConfigError, setting
 from spark_jobs.config.kinds import (
+    BindAddress,
     Choice,
     Duration,
     Names,
@@ -18,7 +19,6 @@ from spark_jobs.config.kinds import (
     Port,
     PositiveInt,
     PositiveNumber,
-    Text,
 )
 
 STAT_METHODS = ("sequential", "bonferroni")
@@ -73,8 +73,9 @@ class StatsSettings:
 @dataclass(frozen=True)
 class DashboardSettings:
     host: str = setting(
-        "127.0.0.1", Text(form="a host name or address"),
-        "address the results dashboard listens on")
+        "127.0.0.1", BindAddress(),
+        "address the results dashboard listens on (0.0.0.0: every interface, e.g. in a "
+        "container)")
     port: int = setting(8050, Port(), "port of the results dashboard")
     refresh_ms: int = setting(
         "10s", Duration(minimum=1000), "how often the dashboard page reloads its results")

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from spark_jobs.config.fields import setting
-from spark_jobs.config.kinds import Duration, Map, PositiveInt, Text
+from spark_jobs.config.kinds import BindAddress, Duration, Map, PositiveInt, Text
 
 EMBEDDED_BROKER_PORT = 19092
 
@@ -23,6 +23,10 @@ class KafkaSettings:
         {}, Map(), "extra settings of every confluent-kafka client (security.protocol, sasl.*)")
     partitions: int = setting(
         2, PositiveInt(), "partitions of the topics Tideline creates", unit="partitions")
+    broker_bind: str = setting(
+        "127.0.0.1", BindAddress(), "address the embedded broker (tideline broker, demo, "
+        "platform) listens on: 127.0.0.1 this machine only, 0.0.0.0 every interface (in a "
+        "container); clients still reach it at 127.0.0.1:port, the address it advertises")
 
 
 @dataclass(frozen=True)

@@ -85,6 +85,27 @@ def test_context_manager_and_fixed_port() -> None:
     assert pid is not None and _gone(pid)
 
 
+def listening_on(pid: int) -> set[str]:
+    import psutil
+
+    return {c.laddr.ip for c in psutil.Process(pid).net_connections("tcp")
+            if c.status == psutil.CONN_LISTEN}
+
+
+def test_it_binds_loopback_unless_told_and_advertises_its_bootstrap() -> None:
+    """kafka.broker_bind: 0.0.0.0 (in a container) listens everywhere; clients are still
+    sent to 127.0.0.1:port, the address a published port maps."""
+    from confluent_kafka.admin import AdminClient
+
+    with EmbeddedBroker(port=0) as local:
+        assert listening_on(local.pid) == {"127.0.0.1"}
+    with EmbeddedBroker(port=0, bind="0.0.0.0") as wide:
+        assert listening_on(wide.pid) == {"0.0.0.0"}
+        brokers = AdminClient({"bootstrap.servers": wide.bootstrap}).list_topics(
+            timeout=10).brokers.values()
+        assert [f"{b.host}:{b.port}" for b in brokers] == [wide.bootstrap]
+
+
 def test_port_in_use_fails_clearly() -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from spark_jobs.config.network import connect_host
 from spark_jobs.control.submit import freeze_settings
 from spark_jobs.settings import ENV_PREFIX, Settings
 
@@ -51,7 +52,7 @@ def write_settings_file(settings: Settings, path: str | Path) -> Path:
 def _execution_api_url(settings: Settings) -> str:
     """Task processes talk to the local API server, whatever public base_url users see."""
     path = urlsplit(settings.airflow.base_url).path.rstrip("/")
-    return f"http://{settings.airflow.host}:{settings.airflow.port}{path}/execution/"
+    return f"http://{connect_host(settings.airflow.host)}:{settings.airflow.port}{path}/execution/"
 
 
 def airflow_environment(

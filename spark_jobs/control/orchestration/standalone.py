@@ -12,7 +12,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Mapping
@@ -22,6 +21,7 @@ from typing import IO
 
 import httpx
 
+from spark_jobs.config.network import connect_host, port_in_use
 from spark_jobs.control.monitor import procfs
 from spark_jobs.control.orchestration.environment import (
     ADMIN_USER,
@@ -45,14 +45,6 @@ def _log_tail(path: Path, lines: int = 30) -> str:
     except OSError:
         return "(no log)"
     return "\n".join(text.splitlines()[-lines:]) or "(empty log)"
-
-
-def _port_in_use(host: str, port: int) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=1.0):
-            return True
-    except OSError:
-        return False
 
 
 def session_members(session_id: int) -> list[int]:
@@ -97,7 +89,7 @@ class AirflowStandalone:
         self.log_path = Path(log_path)
         self.cwd = cwd
         host, port = self.env["AIRFLOW__API__HOST"], self.env["AIRFLOW__API__PORT"]
-        self.local_url = f"http://{host}:{port}"
+        self.local_url = f"http://{connect_host(host)}:{port}"
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
 
@@ -112,7 +104,7 @@ class AirflowStandalone:
         """Start Airflow in a new session and return once it is healthy."""
         if self._process is not None:
             return self
-        if _port_in_use(self.env["AIRFLOW__API__HOST"], int(self.env["AIRFLOW__API__PORT"])):
+        if port_in_use(self.env["AIRFLOW__API__HOST"], int(self.env["AIRFLOW__API__PORT"]), 1.0):
             raise AirflowStartError(
                 f"{self.local_url} is already in use: stop what listens there or choose "
                 "another port (TIDELINE_AIRFLOW__PORT)"

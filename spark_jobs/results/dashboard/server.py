@@ -1,5 +1,6 @@
-"""Run the dashboard app with uvicorn on 127.0.0.1: in the foreground (`tideline dashboard`)
-or in a thread that the platform and the tests start and stop."""
+"""Run the dashboard app with uvicorn on dashboard.host (127.0.0.1 unless configured): in the
+foreground (`tideline dashboard`) or in a thread that the platform and the tests start and
+stop."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import threading
 import time
 from types import TracebackType
 
+from spark_jobs.config.network import connect_host
 from spark_jobs.settings import Settings
 
 START_TIMEOUT_S = 20.0
@@ -44,7 +46,8 @@ def serve_forever(settings: Settings, port: int | None = None) -> None:
     """Serve until Ctrl-C."""
     port = port or settings.dashboard.port
     check_port_free(settings.dashboard.host, port)
-    print(f"dashboard on http://{settings.dashboard.host}:{port}/", flush=True)
+    print(f"dashboard on http://{connect_host(settings.dashboard.host)}:{port}/ (listening on "
+          f"{settings.dashboard.host})", flush=True)
     _server(settings, port).run()
 
 
@@ -59,7 +62,7 @@ class DashboardServer:
 
     @property
     def url(self) -> str:
-        return f"http://{self.settings.dashboard.host}:{self.port}/"
+        return f"http://{connect_host(self.settings.dashboard.host)}:{self.port}/"
 
     def start(self) -> str:
         if self.port == 0:
