@@ -49,15 +49,30 @@ def register(commands: argparse._SubParsersAction) -> None:
         description="Start, stop or inspect a Spark standalone cluster on 127.0.0.1 (section "
                     "cluster: workers, worker_cores, worker_memory, ports, home). Example: "
                     "`tideline cluster start --workers 2`, then run jobs with "
-                    "TIDELINE_SPARK__MASTER=spark://127.0.0.1:7077.")
+                    "TIDELINE_SPARK__MASTER=spark://127.0.0.1:7077.",
+        examples=("tideline cluster start --workers 2", "tideline cluster status"))
     actions = cluster.add_subparsers(dest="action", required=True, metavar="ACTION")
-    start = actions.add_parser("start", help="start the master and the workers")
+    reads = ("cluster.*", "lake.root")  # cluster.home defaults under lake.root
+    start = actions.add_parser(
+        "start", help="start the master and the workers",
+        description="Start the master and the workers as daemons of their own; they outlive "
+                    "this command until `tideline cluster stop`.",
+        examples=("tideline cluster start --workers 2",), reads=reads)
     start.add_argument("--workers", type=positive_int, default=None,
                        help="workers to start (default: cluster.workers)")
     start.set_defaults(func=cmd_start)
-    actions.add_parser("stop", help="stop every daemon `cluster start` started").set_defaults(
-        func=cmd_stop)
-    actions.add_parser("status", help="the master's view: workers, applications (exit 1 if "
-                       "no master answers)").set_defaults(func=cmd_status)
-    actions.add_parser("history", help="start Spark's history server over the event logs"
-                       ).set_defaults(func=cmd_history)
+    actions.add_parser(
+        "stop", help="stop every daemon `cluster start` started",
+        description="Stop the master, workers and history server that `cluster start` and "
+                    "`cluster history` started (their pid files are under cluster.home).",
+        examples=("tideline cluster stop",), reads=reads).set_defaults(func=cmd_stop)
+    actions.add_parser(
+        "status", help="the master's view: workers, applications (exit 1 if no master answers)",
+        description="Print the master's view: its workers and applications; exit 1 if no "
+                    "master answers.",
+        examples=("tideline cluster status",), reads=reads).set_defaults(func=cmd_status)
+    actions.add_parser(
+        "history", help="start Spark's history server over the event logs",
+        description="Start Spark's history server over the event logs of the jobs and daily "
+                    "recomputations (<lake.root>/_spark_events).",
+        examples=("tideline cluster history",), reads=reads).set_defaults(func=cmd_history)

@@ -10,10 +10,11 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, date, datetime
-from typing import NoReturn
+from typing import Any, NoReturn
 
+from spark_jobs.config.cli_help import LinesHelpFormatter, command_epilog
 from spark_jobs.config.durations import DurationError, parse_duration_ms
 
 ERROR_PREFIX = "tideline: error: "
@@ -25,7 +26,18 @@ class UsageError(ValueError):
 
 class OneLineParser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one line (`tideline: error: <command>: <reason>`)
-    instead of the usage text and the reason; `--help` still shows the usage."""
+    instead of the usage text and the reason; `--help` still shows the usage.
+
+    Every command (`add_parser` passes these on) also takes `examples=` (command lines) and
+    `reads=` (the config keys it reads: `section.key`, `section.*`, or `*` for all), shown in
+    its `--help` after the description (config.cli_help)."""
+
+    def __init__(self, *args: Any, examples: Sequence[str] = (), reads: Sequence[str] = (),
+                 **kwargs: Any) -> None:
+        self.examples, self.reads = tuple(examples), tuple(reads)
+        kwargs["epilog"] = command_epilog(kwargs.get("epilog"), self.examples, self.reads)
+        kwargs.setdefault("formatter_class", LinesHelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         command = self.prog.partition(" ")[2]

@@ -59,17 +59,26 @@ def cmd_jobs_watch(args: argparse.Namespace, settings: Settings) -> int:
 
 def register(commands: argparse._SubParsersAction) -> None:
     """Add `tideline jobs` to `tideline`."""
-    jobs = commands.add_parser("jobs", help="deploy and watch the streaming jobs (spark-submit)")
+    jobs = commands.add_parser(
+        "jobs", help="deploy and watch the streaming jobs (spark-submit)",
+        description="Deploy and watch the streaming jobs, each as its own Spark application.",
+        examples=("tideline jobs status", "tideline jobs start filter_events"))
     jobs_commands = jobs.add_subparsers(dest="action", required=True, metavar="ACTION")
-    for action, func, text in (
-        ("status", cmd_jobs_status, "state, rows/s, lag, watermark and problems of each job"),
-        ("start", cmd_jobs_start, "start jobs as their own Spark applications"),
+    watched = ("monitor.*", "lake.root", "lake.checkpoints", "kafka.bootstrap", "kafka.client")
+    for action, func, text, reads in (
+        ("status", cmd_jobs_status, "state, rows/s, lag, watermark and problems of each job",
+         watched),
+        ("start", cmd_jobs_start, "start jobs as their own Spark applications", ("*",)),
         ("stop", cmd_jobs_stop, "stop jobs cleanly (the streaming_jobs DAG restarts them "
-                                "unless it is paused)"),
+                                "unless it is paused)", ("monitor.*", "lake.root")),
         ("watch", cmd_jobs_watch, "one watch pass: start or restart, judge, alert; "
-                                  "exit 1 if a job is unhealthy"),
+                                  "exit 1 if a job is unhealthy", ("*",)),
     ):
-        jobs_action = jobs_commands.add_parser(action, help=text)
+        jobs_action = jobs_commands.add_parser(
+            action, help=text, description=f"{text[0].upper()}{text[1:]} (default: the jobs "
+            "of monitor.jobs). A started job reads the whole configuration.",
+            examples=(f"tideline jobs {action}", f"tideline jobs {action} fraud_rules"),
+            reads=reads)
         jobs_action.add_argument("names", nargs="*", metavar="NAME",
                                  help=f"{', '.join(JOB_NAMES)} (default: monitor.jobs)")
         jobs_action.set_defaults(func=func)

@@ -128,7 +128,14 @@ def cmd_validate(args: argparse.Namespace, settings: Settings) -> int:
 
 def register(commands: argparse._SubParsersAction) -> None:
     """Add the experiment pipeline's commands to `tideline`."""
-    generate = commands.add_parser("generate", help="produce synthetic traffic to Kafka")
+    generate = commands.add_parser(
+        "generate", help="produce synthetic traffic to Kafka",
+        description="Produce the experiments' synthetic traffic (activations and events of "
+                    "--users users over --duration of event time) to Kafka, optionally with "
+                    "its ramps as a CSV or loaded into the metadata DB.",
+        examples=("tideline generate --users 500 --duration 2h --load-metadata",
+                  "tideline generate --seed 3 --rate 1000 --ramps-csv ramps.csv"),
+        reads=("experiments.*", "kafka.bootstrap", "kafka.client", "metadata.url"))
     generate.add_argument("--seed", type=non_negative_int, default=7)
     generate.add_argument("--users", type=positive_int, default=2000)
     generate.add_argument("--duration", type=duration_ms,
@@ -143,28 +150,57 @@ def register(commands: argparse._SubParsersAction) -> None:
     generate.add_argument("--no-progress", action="store_true", help="no progress bar")
     generate.set_defaults(func=cmd_generate)
 
-    metadata = commands.add_parser("metadata", help="experiment metadata (ramps table)")
+    metadata = commands.add_parser(
+        "metadata", help="experiment metadata (ramps table)",
+        description="The experiments' metadata: the ramps table in the metadata DB.",
+        examples=("tideline metadata load ramps.csv",))
     metadata_commands = metadata.add_subparsers(dest="action", required=True, metavar="ACTION")
-    load = metadata_commands.add_parser("load", help="load ramp rows from a CSV file")
+    load = metadata_commands.add_parser(
+        "load", help="load ramp rows from a CSV file",
+        description="Load ramp rows from a CSV file into the ramps table (a bad row exits 2 "
+                    "naming its line and field).",
+        examples=("tideline metadata load ramps.csv",), reads=("metadata.url",))
     load.add_argument("file")
     load.set_defaults(func=cmd_metadata_load)
 
-    snapshot = commands.add_parser("snapshot", help="ramp snapshots")
+    snapshot = commands.add_parser(
+        "snapshot", help="ramp snapshots",
+        description="The ramp snapshots the streaming jobs read.",
+        examples=("tideline snapshot publish",))
     snapshot_commands = snapshot.add_subparsers(dest="action", required=True, metavar="ACTION")
-    publish = snapshot_commands.add_parser("publish", help="publish a ramp snapshot atomically")
+    publish = snapshot_commands.add_parser(
+        "publish", help="publish a ramp snapshot atomically",
+        description="Publish the ramps of the metadata DB as a snapshot file, atomically; "
+                    "refuse (with an alert) a snapshot that would be silently empty.",
+        examples=("tideline snapshot publish",
+                  "tideline snapshot publish --as-of 2026-01-02T00:00:00Z --lookback all"),
+        reads=("metadata.url", "lake.snapshots", "experiments.period",
+               "experiments.snapshot_interval", "alerts.*", "lake.root"))
     publish.add_argument("--as-of", type=time_ms, help="ISO 8601 time (default: now)")
     publish.add_argument("--lookback", type=lookback,
                          help="DURATION or 'all' (default: experiments.period)")
     publish.set_defaults(func=cmd_snapshot_publish)
 
     recompute = commands.add_parser(
-        "recompute", help="batch recomputation of one day's experiment metrics"
+        "recompute", help="batch recomputation of one day's experiment metrics",
+        description="Recompute every experiment metrics window ending on one UTC day from the "
+                    "raw tables, in batch on Spark, and replace the day in batch_metrics.",
+        examples=("tideline recompute --date 2026-01-01",),
+        reads=("spark.*", "lake.root", "lake.checkpoints", "metadata.url", "experiments.period",
+               "experiments.window", "experiments.critical_event_types"),
     )
     recompute.add_argument("--date", type=parse_date, required=True, help="YYYY-MM-DD (UTC)")
     recompute.set_defaults(func=cmd_recompute)
 
     validate = commands.add_parser(
-        "validate", help="check one day's streaming metrics (Great Expectations)"
+        "validate", help="check one day's streaming metrics (Great Expectations)",
+        description="Check one day's streaming experiment metrics against the batch "
+                    "recomputation (Great Expectations); store the results and Data Docs, alert "
+                    "and exit 1 on a failure.",
+        examples=("tideline validate --date 2026-01-01",),
+        reads=("lake.root", "lake.checkpoints", "metadata.url", "experiments.period",
+               "experiments.window", "validation.max_drift", "validation.data_docs",
+               "alerts.*"),
     )
     add_day_arguments(validate)
     validate.set_defaults(func=cmd_validate)

@@ -68,22 +68,39 @@ def cmd_rules_check(args: argparse.Namespace, settings: Settings) -> int:
 def register(commands: argparse._SubParsersAction) -> None:
     """Add `tideline rules` to `tideline`."""
     rules = commands.add_parser(
-        "rules", help="fraud rules: add, pause, activate, delete, list, check")
+        "rules", help="fraud rules: add, pause, activate, delete, list, check",
+        description="Manage the fraud rules (sent to the rules topic) and check a day's alerts.",
+        examples=("tideline rules list", "tideline rules add @rule.json"))
     rules_commands = rules.add_subparsers(dest="action", required=True, metavar="ACTION")
-    add = rules_commands.add_parser("add", help="publish a rule (JSON text or @FILE)")
+    sends = ("kafka.bootstrap", "kafka.client", "kafka.partitions")
+    add = rules_commands.add_parser(
+        "add", help="publish a rule (JSON text or @FILE)",
+        description="Publish a rule to the rules topic; the fraud_rules job applies it.",
+        examples=("tideline rules add @rule.json",), reads=sends)
     add.add_argument("rule", help="the rule's JSON (the Flink demo's form) or @FILE")
     for action, text in (("pause", "keep collecting, stop alerting"),
                          ("activate", "alert again (the window covers the pause)"),
                          ("delete", "drop the rule and its state")):
-        command = rules_commands.add_parser(action, help=text)
+        command = rules_commands.add_parser(
+            action, help=text, description=f"Rule RULE_ID: {text}.",
+            examples=(f"tideline rules {action} 1",), reads=sends)
         command.add_argument("rule_id", type=int)
-    listing = rules_commands.add_parser("list", help="current rules and the latest alerts")
+    listing = rules_commands.add_parser(
+        "list", help="current rules and the latest alerts",
+        description="The current rules (read back from the rules topic) and the latest rows "
+                    "of fraud_alerts.",
+        examples=("tideline rules list --alerts 20",), reads=(*sends, "lake.root"))
     listing.add_argument("--alerts", type=positive_int, default=10,
                          help="how many alerts (default 10)")
     for command in rules_commands.choices.values():
         command.set_defaults(func=cmd_rules)
     check = rules_commands.add_parser(
         "check", help="compare a day's fraud_alerts with a replay of the topics through the "
-        "engine (exit 3 when they disagree, after alerting)")
+        "engine (exit 3 when they disagree, after alerting)",
+        description="Replay one day of the topics through the pure fraud engine and compare "
+                    "with fraud_alerts; store the checks, alert and exit 3 when they disagree.",
+        examples=("tideline rules check --date 2026-01-01",),
+        reads=("kafka.bootstrap", "kafka.client", "lake.root", "lake.checkpoints", "fraud.*",
+               "alerts.*"))
     add_day_arguments(check, run_url=True)
     check.set_defaults(func=cmd_rules_check)

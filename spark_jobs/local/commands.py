@@ -42,13 +42,21 @@ def cmd_platform(args: argparse.Namespace, settings: Settings) -> int:
 
 def register(commands: argparse._SubParsersAction) -> None:
     """Add the local stack's commands to `tideline`."""
-    broker = commands.add_parser("broker", help="start the embedded Kafka broker (Tansu)")
+    broker = commands.add_parser(
+        "broker", help="start the embedded Kafka broker (Tansu)",
+        description="Run the embedded Kafka broker (Tansu) in the foreground until Ctrl-C.",
+        examples=("tideline broker", "tideline broker --port 19093"),
+        reads=("kafka.bootstrap", "kafka.broker_bind"))
     broker.add_argument("--port", type=port_number,
                         help="port (default: kafka.bootstrap's; it listens on "
                              "kafka.broker_bind, 127.0.0.1 by default)")
     broker.set_defaults(func=cmd_broker)
 
-    demo = commands.add_parser("demo", help="run the whole pipeline on embedded defaults")
+    demo = commands.add_parser(
+        "demo", help="run the whole pipeline on embedded defaults",
+        description="Run the whole pipeline in one process on embedded defaults: broker, "
+                    "metadata, streaming jobs, synthetic traffic and the dashboard.",
+        examples=("tideline demo", "tideline demo --rate 500 --seconds 600"), reads=("*",))
     demo.add_argument("--rate", type=positive_number, default=2000.0, help="generator messages/s")
     demo.add_argument("--seconds", type=positive_number,
                       help="stop after this long (default: Ctrl-C)")
@@ -58,6 +66,12 @@ def register(commands: argparse._SubParsersAction) -> None:
         "platform",
         help="the whole platform on embedded defaults, managed in the Airflow UI: broker, "
              "metadata DB, Airflow, streaming jobs (deployed by its DAG), synthetic traffic",
+        description="Start the whole platform on embedded defaults and keep it running until "
+                    "Ctrl-C: broker, metadata DB, Airflow (which deploys the streaming jobs), "
+                    "the dashboard and synthetic traffic following the clock. The Airflow "
+                    "apps and jobs it starts read the same configuration.",
+        examples=("tideline platform", "tideline platform --users 2000 --cluster"),
+        reads=("*",),
     )
     platform.add_argument("--users", type=positive_int, default=10_000,
                           help="synthetic users (traffic follows the clock: ~20 msg/s per 1000)")

@@ -21,7 +21,12 @@ def cmd_dashboard(args: argparse.Namespace, settings: Settings) -> int:
 def register(commands: argparse._SubParsersAction) -> None:
     """Add `tideline dashboard` to `tideline`."""
     dashboard = commands.add_parser(
-        "dashboard", help="experiment results dashboard on 127.0.0.1 (verdicts, lift, bands)"
+        "dashboard", help="experiment results dashboard on 127.0.0.1 (verdicts, lift, bands)",
+        description="Serve the experiment results page (verdicts, lift, confidence bands) "
+                    "on dashboard.host until Ctrl-C.",
+        examples=("tideline dashboard", "tideline dashboard --port 8051"),
+        reads=("dashboard.*", "stats.*", "lake.root", "metadata.url", "experiments.period",
+               "experiments.window", "experiments.critical_event_types"),
     )
     dashboard.add_argument("--port", type=port_number, help="port (default: dashboard.port, 8050)")
     dashboard.set_defaults(func=cmd_dashboard)

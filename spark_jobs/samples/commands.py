@@ -32,10 +32,20 @@ def cmd_samples_shadow(args: argparse.Namespace, settings: Settings) -> int:
 
 def register(commands: argparse._SubParsersAction) -> None:
     """Add `tideline samples` to `tideline`."""
-    samples = commands.add_parser("samples", help="training samples: shadow validation")
+    samples = commands.add_parser(
+        "samples", help="training samples: shadow validation",
+        description="The training samples' daily shadow validation.",
+        examples=("tideline samples shadow --date 2026-01-01",))
     samples_commands = samples.add_subparsers(dest="action", required=True, metavar="ACTION")
     shadow = samples_commands.add_parser(
         "shadow", help="compare a day's streaming samples with a batch recomputation "
-        "(exit 3 when they disagree, after alerting)")
+        "(exit 3 when they disagree, after alerting)",
+        description="Recompute one day's training samples in batch from the topics and "
+                    "compare them with the streaming ones; store both checks, alert and exit 3 "
+                    "when the match rate is under samples.min_match_rate.",
+        examples=("tideline samples shadow --date 2026-01-01",),
+        reads=("spark.*", "lake.root", "lake.checkpoints", "kafka.bootstrap", "kafka.client",
+               "samples.window", "samples.lateness", "samples.dedup_ttl", "samples.signals",
+               "samples.min_match_rate", "alerts.*"))
     add_day_arguments(shadow, run_url=True)
     shadow.set_defaults(func=cmd_samples_shadow)

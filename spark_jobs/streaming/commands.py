@@ -18,9 +18,19 @@ def cmd_job_run(args: argparse.Namespace, settings: Settings) -> int:
 
 def register(commands: argparse._SubParsersAction) -> None:
     """Add `tideline job run` to `tideline`."""
-    job_parser = commands.add_parser("job", help="streaming jobs")
+    job_parser = commands.add_parser(
+        "job", help="streaming jobs", description="Run one streaming job in this process.",
+        examples=("tideline job run filter_events",))
     job_commands = job_parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    run = job_commands.add_parser("run", help="run a streaming job")
+    run = job_commands.add_parser(
+        "run", help="run a streaming job",
+        description="Run one streaming job of the catalog in this process until Ctrl-C (or, "
+                    "with --available-now, until the topics are drained). Its system's "
+                    "section (experiments, fraud or samples) is read by its own jobs only.",
+        examples=("tideline job run experiment_metrics",
+                  "tideline job run fraud_rules --available-now"),
+        reads=("kafka.*", "spark.*", "lake.*", "jobs.*", "metadata.url", "experiments.*",
+               "fraud.*", "samples.*"))
     run.add_argument("name", help=", ".join(JOB_NAMES))
     run.add_argument("--available-now", action="store_true",
                      help="process what is in the topics, close the windows, and stop")
