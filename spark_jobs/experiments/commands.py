@@ -20,6 +20,7 @@ from spark_jobs.config.cli_args import (
     positive_number,
     time_ms,
 )
+from spark_jobs.config.steps import showing, step
 from spark_jobs.settings import Settings
 
 ALL = "all"
@@ -88,7 +89,9 @@ def cmd_generate(args: argparse.Namespace, settings: Settings) -> int:
         rows = [RampRow(**row) for row in spec.ramp_rows()]
         add_ramps(settings.metadata.url, rows)
         print(f"loaded {len(rows)} ramp rows into {settings.metadata.url}")
-    report = produce(spec, settings, rate=args.rate, progress=not args.no_progress)
+    with showing("generate", unit="msg", enabled=not args.no_progress):
+        step("producing to Kafka")
+        report = produce(spec, settings, rate=args.rate, progress=not args.no_progress)
     print(report.summary() if hasattr(report, "summary") else report)
     return 0
 
@@ -100,15 +103,18 @@ def cmd_recompute(args: argparse.Namespace, settings: Settings) -> int:
     from spark_jobs.streaming.timing import mark
 
     mark("recompute", "entered")
-    spark = build_session(settings, app_name=f"tideline-recompute-{args.date.isoformat()}",
-                          tools=True)
-    mark("recompute", "session_ready")
-    try:
-        count = recompute_day(spark, settings, args.date)
-        mark("recompute", "recomputed")
-    finally:
-        spark.stop()
-        mark("recompute", "session_stopped")
+    with showing(f"recompute {args.date.isoformat()}"):
+        step("starting Spark")
+        spark = build_session(settings, app_name=f"tideline-recompute-{args.date.isoformat()}",
+                              tools=True)
+        mark("recompute", "session_ready")
+        try:
+            count = recompute_day(spark, settings, args.date)
+            mark("recompute", "recomputed")
+        finally:
+            step("stopping Spark")
+            spark.stop()
+            mark("recompute", "session_stopped")
     print(f"recomputed {count} rows of {args.date.isoformat()} into {TABLE_BATCH_METRICS}")
     return 0
 
@@ -117,7 +123,8 @@ def cmd_validate(args: argparse.Namespace, settings: Settings) -> int:
     from spark_jobs.experiments.validation.run import ValidationFailed, validate_day
 
     try:
-        summary = validate_day(settings, args.date, manual_run_id(args.run_id))
+        with showing(f"validate {args.date.isoformat()}"):  # closed before any output
+            summary = validate_day(settings, args.date, manual_run_id(args.run_id))
     except ValidationFailed as failed:
         print(json.dumps(failed.summary, indent=2))
         print(f"tideline: validation failed: {failed}", file=sys.stderr)
@@ -147,7 +154,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     generate.add_argument("--ramps-csv", help="also write the experiments' ramps to this CSV")
     generate.add_argument("--load-metadata", action="store_true",
                           help="also load the experiments' ramps into the metadata DB")
-    generate.add_argument("--no-progress", action="store_true", help="no progress bar")
+    generate.add_argument("--no-progress", action="store_true",
+                          help="no progress line (it shows only when stderr is a terminal)")
     generate.set_defaults(func=cmd_generate)
 
     metadata = commands.add_parser(

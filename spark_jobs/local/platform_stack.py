@@ -42,6 +42,7 @@ from types import FrameType
 from typing import Any
 
 from spark_jobs.cluster.standalone import ClusterError
+from spark_jobs.config.steps import showing, step
 from spark_jobs.control.orchestration.environment import DAG_IDS
 from spark_jobs.control.orchestration.standalone import AirflowStartError
 from spark_jobs.results.dashboard.server import DashboardServer, DashboardStartError
@@ -178,9 +179,11 @@ def start_airflow(settings: Settings, stack: ExitStack) -> tuple[Any, AirflowAcc
     stack.callback(_report_stopped, "Airflow")
     stack.callback(airflow.stop)
     print(f"starting Airflow (log: {airflow.log_path}) ...", flush=True)
+    step("Airflow")
     airflow.start()
     password = airflow.admin_password()
     with AirflowClient(airflow.local_url, ADMIN_USER, password) as client:
+        step("Airflow: waiting for the Tideline DAGs")
         client.wait_for_dags(list(DAG_IDS), DAG_PARSE_TIMEOUT_S)
         for dag in client.dags():  # DAGs paused in an earlier session of this home resume
             if dag["dag_id"] in DAG_IDS and dag["is_paused"]:
@@ -235,6 +238,7 @@ def run_platform(settings: Settings, users: int = DEFAULT_USERS, seconds: float 
         print(f"tideline: {exc}", file=sys.stderr)
         return 1
     finally:
+        step("stopping")  # when it failed while starting, the display is still open
         print("\nstopping ...", flush=True)
         for sig in handlers:  # a second Ctrl-C must not cut the clean-up short
             signal.signal(sig, signal.SIG_IGN)
@@ -256,7 +260,9 @@ def _start_and_wait(settings: Settings, users: int, seconds: float | None, stack
     from spark_jobs.experiments.traffic import start_live_traffic
     from spark_jobs.local.broker import EmbeddedBroker
 
+    starting = stack.enter_context(showing("platform start"))  # closed once it is up
     if uses_embedded_broker(settings):
+        step("embedded broker")
         broker = EmbeddedBroker(port=EMBEDDED_BROKER_PORT, bind=settings.kafka.broker_bind)
         stack.callback(_report_stopped, "broker")
         stack.callback(broker.stop)
@@ -268,9 +274,11 @@ def _start_and_wait(settings: Settings, users: int, seconds: float | None, stack
     if cluster:
         from spark_jobs.local.platform_cluster import start_platform_cluster
 
+        step("Spark standalone cluster")
         start_platform_cluster(settings, stack)
     stack.callback(_stop_streaming_jobs, settings)
 
+    step("ramps and snapshot")
     now_ms = int(time.time() * 1000)
     spec = traffic_spec(settings, users, now_ms)
     loaded = load_demo_ramps(settings, spec)
@@ -280,11 +288,13 @@ def _start_and_wait(settings: Settings, users: int, seconds: float | None, stack
     print(f"published ramp snapshot {path.name}", flush=True)
 
     airflow, access = start_airflow(settings, stack)
+    step("dashboard")
     dashboard = DashboardServer(settings)
     stack.callback(_report_stopped, "dashboard")
     stack.callback(dashboard.stop)
     dashboard.start()
 
+    step("traffic")
     rate = realtime_rate(spec)
     stop = threading.Event()
     generator = start_live_traffic(spec, settings, rate, stop)
@@ -292,6 +302,7 @@ def _start_and_wait(settings: Settings, users: int, seconds: float | None, stack
     stack.callback(generator.join, 30)
     stack.callback(stop.set)
 
+    starting.close()
     lag_min = int(EVENT_TIME_LAG.total_seconds() // 60)
     spark_line = (f"  Spark      : {settings.spark.master} (master UI "
                   f"{settings.cluster.master_ui})\n") if cluster else ""

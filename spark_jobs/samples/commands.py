@@ -7,6 +7,7 @@ import json
 import sys
 
 from spark_jobs.config.cli_args import add_day_arguments, manual_run_id
+from spark_jobs.config.steps import showing, step
 from spark_jobs.settings import Settings
 
 
@@ -17,15 +18,19 @@ def cmd_samples_shadow(args: argparse.Namespace, settings: Settings) -> int:
     from spark_jobs.streaming.spark_session import build_session
 
     run_id = manual_run_id(args.run_id)
-    spark = build_session(settings, app_name=f"tideline-samples-shadow-{args.date.isoformat()}",
-                          tools=True)
     try:
-        summary = shadow_day(spark, settings, args.date, run_id, args.run_url)
+        with showing(f"samples shadow {args.date.isoformat()}"):  # closed before any output
+            step("starting Spark")
+            spark = build_session(settings, tools=True,
+                                  app_name=f"tideline-samples-shadow-{args.date.isoformat()}")
+            try:
+                summary = shadow_day(spark, settings, args.date, run_id, args.run_url)
+            finally:
+                step("stopping Spark")
+                spark.stop()
     except ShadowFailed as failed:
         print(f"tideline: {failed}", file=sys.stderr)
         return ALERTED_EXIT
-    finally:
-        spark.stop()
     print(json.dumps(summary, indent=2))
     return 0
 

@@ -9,8 +9,10 @@ from collections import Counter, defaultdict
 
 import orjson
 import pytest
+from helpers.steps import StepRecorder
 from reference.metrics_reference import periods_of
 
+from spark_jobs.config.steps import recording
 from spark_jobs.contracts.records import ACTIVATION, EVENT, RecordError
 from spark_jobs.contracts.tables import RAMPS_HEADER
 from spark_jobs.contracts.topics import TOPIC_ACTIVATIONS, TOPIC_EVENTS
@@ -261,6 +263,15 @@ def test_produce_sends_everything_in_order_and_reports_kinds():
     assert fake.sent == [(r.topic, r.key, r.value) for r in expected]
     assert report.counts == tally(expected).counts
     assert report.total(kind=MALFORMED) > 0 and report.total(TOPIC_EVENTS, SPAM) > 0
+
+
+def test_produce_counts_its_messages_on_the_open_progress_display():
+    shown, hidden = StepRecorder(), StepRecorder()
+    with recording(shown):
+        report = produce(SMALL, load_settings(environ={}), producer=FakeProducer())
+    with recording(hidden):
+        produce(SMALL, load_settings(environ={}), progress=False, producer=FakeProducer())
+    assert shown.counted == report.total() > 0 and hidden.counted == 0
 
 
 def test_produce_raises_on_delivery_failure():

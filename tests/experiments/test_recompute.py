@@ -16,8 +16,10 @@ import pyarrow.compute as pc
 import pytest
 from deltalake import write_deltalake
 from helpers.history import copy_history
+from helpers.steps import StepRecorder
 from reference.metrics_reference import experiment_metrics as reference_metrics
 
+from spark_jobs.config.steps import recording
 from spark_jobs.contracts.tables import TABLE_BATCH_METRICS
 from spark_jobs.control.submit import RecomputeFailed, submit_recompute
 from spark_jobs.experiments.admin.metadata import add_ramps
@@ -168,7 +170,10 @@ def test_a_lake_without_raw_data_recomputes_nothing(spark, make_settings):
     settings = make_settings(spark={"master": "local[2]"})
     start, _ = day_bounds_ms(DAY_1)
     add_ramps(settings.metadata.url, [RampRow("exp", "control", start + 5, 10.0, True)])
-    assert recompute_day(spark, settings, DAY_1) == 0
+    with recording(seen := StepRecorder()):
+        assert recompute_day(spark, settings, DAY_1) == 0
+    assert seen.steps == ["planning (ramps, dead letters)", "computing the windows",
+                          f"writing {TABLE_BATCH_METRICS}"]
     uri = settings.lake.table(TABLE_BATCH_METRICS)
     assert table_exists(uri) and read_arrow(uri).num_rows == 0
     empty = make_settings(spark={"master": "local[2]"})  # no ramps either

@@ -15,8 +15,10 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 from helpers.history import HistoryLake, copy_history
+from helpers.steps import StepRecorder
 
 from spark_jobs.cli import main
+from spark_jobs.config.steps import recording
 from spark_jobs.control.validation_results import read_results
 from spark_jobs.experiments.jobs.experiment_metrics import METRICS_SCHEMA
 from spark_jobs.experiments.validation.cases import CASES, RAMPS_AFTER_FIRST_PERIOD
@@ -88,8 +90,11 @@ def test_clean_history_passes_every_check_of_every_case_and_day(recomputed, tmp_
 
 def test_an_empty_lake_passes_with_nothing_evaluated(make_settings):
     settings = make_settings()
-    summary = validate_day(settings, datetime.date(2026, 1, 1), "empty")
+    with recording(seen := StepRecorder()):
+        summary = validate_day(settings, datetime.date(2026, 1, 1), "empty")
     assert summary["success"]
+    assert seen.steps == [*(f"checking case {case}" for case in CASES),
+                          "writing Data Docs and results"]
     checks = [check for case in summary["cases"].values() for check in case["checks"]]
     assert len(checks) == 9 and all(check["evaluated"] == 0 for check in checks)
     assert all("no experiment group" in check["details"]["note"] for check in checks)

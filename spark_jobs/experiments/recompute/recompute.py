@@ -22,6 +22,7 @@ import pandas as pd
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
+from spark_jobs.config.steps import step
 from spark_jobs.contracts.tables import (
     BATCH_EXPERIMENT_METRICS,
     TABLE_BATCH_METRICS,
@@ -143,8 +144,11 @@ def recompute_day(spark: SparkSession, settings: Settings, day: datetime.date) -
     log records how often a day was recomputed. The day's slice is replaced in one commit, so
     rows of a period that a ramps correction removed do not linger.
     """
+    step("planning (ramps, dead letters)")
     plan = metric_rows(spark, settings, day)
+    step("computing the windows")
     table = _as_metrics_table(None if plan is None else plan.toArrow())
+    step(f"writing {TABLE_BATCH_METRICS}")
     uri = settings.lake.table(TABLE_BATCH_METRICS)
     app_id = f"{APP_ID_PREFIX}@{day.isoformat()}"
     previous = transaction_version(uri, app_id)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from spark_jobs.config.steps import step
 from spark_jobs.control.alerts import send_alert
 from spark_jobs.control.validation_results import CheckOutcome, store_results
 from spark_jobs.experiments.validation.alerting import failure_alert
@@ -64,6 +65,7 @@ def _run_case(
     settings: Settings, runner: SuiteRunner, day: datetime.date, case: str
 ) -> tuple[list[str], list[CheckOutcome]]:
     """The case's groups (as `experiment/group`) and the verdict of each check."""
+    step(f"checking case {case}")
     scope = case_scope(settings, day, case)
     outcomes = [_judge(runner, case, prepare(settings, scope)) for prepare in PREPARERS]
     return scope.base_details()["groups"], outcomes
@@ -74,6 +76,7 @@ def _finish(
     run_url: str | None, cases: dict[str, list[CheckOutcome]],
 ) -> str | None:
     """Docs first (rows link to pages), then rows, then alerts for what failed."""
+    step("writing Data Docs and results")
     index, pages = runner.build_docs()
     outcomes = [o for case in cases.values() for o in case]
     for outcome, page in zip(outcomes, pages, strict=True):

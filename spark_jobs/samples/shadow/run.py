@@ -27,6 +27,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from spark_jobs.config.steps import step
 from spark_jobs.contracts.tables import (
     DEAD_LETTERS,
     TABLE_DEAD_LETTERS,
@@ -173,8 +174,10 @@ def failure_alert(settings: Settings, report: ShadowReport, day: datetime.date,
 def shadow_day(spark: SparkSession, settings: Settings, day: datetime.date, run_id: str,
                run_url: str | None = None) -> dict[str, Any]:
     """Compare, store both checks, alert on failure; ShadowFailed when a check failed."""
+    step("recomputing from the topics and comparing")
     report = compare_day(spark, settings, day)
     checks = outcomes(report, settings.samples.min_match_rate)
+    step("storing the checks")
     store_results(settings, checks, run_id, day, CASE, run_url)
     summary = {"day": day.isoformat(), "match_rate": report.match_rate,
                "batch_samples": report.batch_samples,

@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from spark_jobs.config.steps import advance
 from spark_jobs.settings import Settings
 
 FLUSH_TIMEOUT_S = 120.0
@@ -101,6 +102,18 @@ class _Failures(list):
             self.append(error)
 
 
+class _Counted:
+    """The messages sent so far, passed on to the progress display when asked to."""
+
+    def __init__(self, shown: bool) -> None:
+        self.shown, self.n = shown, 0
+
+    def update(self, count: int) -> None:
+        self.n += count
+        if self.shown:
+            advance(count)
+
+
 def send_paced(
     messages: Iterable[Outgoing],
     settings: Settings | None,
@@ -113,9 +126,8 @@ def send_paced(
     """Send `messages` in order and wait for every delivery; raises GenerationError when any
     failed. Stops early when stop_event is set or at the first message due after `seconds`.
     rate is in messages/s (None: as fast as the pacing by due_s allows). `producer` replaces
-    the project's producer (made from settings.kafka)."""
-    from tqdm import tqdm
-
+    the project's producer (made from settings.kafka). `progress`: count the messages on
+    the open progress display (config.steps), if any."""
     if rate is not None and rate <= 0:
         raise ValueError(f"rate must be positive messages/s, got {rate}")
     if producer is None:
@@ -125,13 +137,12 @@ def send_paced(
     report = ProductionReport()
     failures = _Failures()
     pacer = _Pacer(report)
-    bar = tqdm(desc="generate", unit="msg", disable=not progress, mininterval=0.5)
+    counted = _Counted(progress)
     try:
-        _send_all(producer, iter(messages), rate, seconds, stop_event, pacer, failures, bar)
+        _send_all(producer, iter(messages), rate, seconds, stop_event, pacer, failures, counted)
     finally:
         undelivered = producer.flush(FLUSH_TIMEOUT_S)
-        bar.update(report.sent - bar.n)
-        bar.close()
+        counted.update(report.sent - counted.n)
         report.elapsed_s = time.monotonic() - pacer.started
     if failures:
         raise GenerationError(f"{len(failures)} message(s) not delivered; first: {failures[0]}")
@@ -148,7 +159,7 @@ def _send_all(
     stop_event: threading.Event | None,
     pacer: _Pacer,
     failures: _Failures,
-    bar: Any,
+    counted: _Counted,
 ) -> None:
     report = pacer.report
     while not failures and not (stop_event is not None and stop_event.is_set()):
@@ -171,7 +182,7 @@ def _send_all(
         if paced or report.sent % _UNPACED_POLL_EVERY == 0:
             producer.poll(0)
         if report.sent % _UNPACED_POLL_EVERY == 0:
-            bar.update(_UNPACED_POLL_EVERY)
+            counted.update(_UNPACED_POLL_EVERY)
 
 
 def _produce_one(producer: Any, message: Outgoing, on_delivery: _Failures) -> None:
