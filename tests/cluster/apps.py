@@ -1,21 +1,28 @@
 """What the cluster tests do to the test cluster: run a `tideline` command as a Spark
 application on it (a child process with exactly the given settings, as users run jobs), wait
-for a job's progress, and lose a worker (SIGKILL its JVM and executors) for a new one."""
+for a job's progress, and lose a worker (SIGKILL its JVM and executors) for a new one, when
+it pleases or while its executor runs a task of the job."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import httpx
+import pyarrow as pa
+
 from spark_jobs.cluster.daemons import kill_daemon, read_record
 from spark_jobs.cluster.settings import ClusterSettings
 from spark_jobs.cluster.standalone import start_worker, worker_name
 from spark_jobs.control.submit import freeze_settings, frozen_environment
 from spark_jobs.settings import Settings
+from spark_jobs.streaming.application import read_application
 from spark_jobs.streaming.progress import read_progress
+from spark_jobs.streaming.settings import event_log_dir
 
 APP_TIMEOUT_S = 600
 
@@ -70,3 +77,51 @@ def lose_worker(cluster: ClusterSettings, index: int) -> None:
     assert record is not None, f"worker {index} was never started"
     kill_daemon(record)
     start_worker(cluster, index)
+
+
+def busy_worker(cluster: ClusterSettings, settings: Settings, job: str) -> int | None:
+    """The worker whose executor is running a task of the job right now (from the driver's
+    REST API; a standalone worker keeps each executor's folder `<work>/<app>/<executor>`)."""
+    app = read_application(settings, job)
+    if app is None:
+        return None
+    try:
+        executors = httpx.get(f"{app['ui']}/api/v1/applications/{app['app_id']}/executors",
+                              timeout=10).json()
+    except (httpx.HTTPError, ValueError):
+        return None
+    work = Path(cluster.home) / "work"
+    for executor in executors:
+        if executor["id"] != "driver" and executor["isActive"] and executor["activeTasks"]:
+            for index in range(1, cluster.workers + 1):
+                if (work / worker_name(index) / app["app_id"] / executor["id"]).is_dir():
+                    return index
+    return None
+
+
+def lose_busy_worker(cluster: ClusterSettings, settings: Settings, job: str,
+                     timeout_s: float = 120) -> int:
+    """lose_worker() the first worker seen running a task of the job: that task is lost with
+    it and must be retried elsewhere. Returns the worker's index."""
+    deadline = time.monotonic() + timeout_s
+    while (index := busy_worker(cluster, settings, job)) is None:
+        assert time.monotonic() < deadline, f"no task of {job} seen running"
+        time.sleep(0.05)
+    lose_worker(cluster, index)
+    return index
+
+
+def failed_tasks(settings: Settings, job: str) -> list[str]:
+    """Why each failed task of the job's last application failed, from its event log."""
+    app = read_application(settings, job)
+    assert app is not None, f"{job} recorded no application"
+    folder = Path(event_log_dir(settings.lake)) / f"eventlog_v2_{app['app_id']}"
+    reasons = []
+    for part in sorted(folder.glob("events_*")):
+        with pa.input_stream(str(part), compression="zstd") as stream:
+            for line in stream.read().decode().splitlines():
+                event = json.loads(line)
+                if (event["Event"] == "SparkListenerTaskEnd"
+                        and event["Task Info"]["Failed"]):
+                    reasons.append(event["Task End Reason"]["Reason"])
+    return reasons
