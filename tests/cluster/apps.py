@@ -25,6 +25,9 @@ from spark_jobs.streaming.progress import read_progress
 from spark_jobs.streaming.settings import event_log_dir
 
 APP_TIMEOUT_S = 600
+# How tasks may fail when a worker is lost: with its executor, fetching the shuffle files it
+# held, or killed when their stage is resubmitted; anything else is a fault the retry hid.
+RECOVERY_FAILURES = {"ExecutorLostFailure", "FetchFailed", "TaskKilled"}
 
 
 def start_cli(settings: Settings, name: str, arguments: list[str], folder: Path
@@ -112,7 +115,8 @@ def lose_busy_worker(cluster: ClusterSettings, settings: Settings, job: str,
 
 
 def failed_tasks(settings: Settings, job: str) -> list[str]:
-    """Why each failed task of the job's last application failed, from its event log."""
+    """Why each failed task of the job's last application failed, from its event log (see
+    RECOVERY_FAILURES)."""
     app = read_application(settings, job)
     assert app is not None, f"{job} recorded no application"
     folder = Path(event_log_dir(settings.lake)) / f"eventlog_v2_{app['app_id']}"

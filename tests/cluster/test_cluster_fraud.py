@@ -15,6 +15,7 @@ from helpers.topics import read_values
 from reference.fraud_reference import reference_alerts
 
 from cluster.apps import (
+    RECOVERY_FAILURES,
     failed_tasks,
     finish,
     log_text,
@@ -82,7 +83,8 @@ def test_fraud_rules_spark_state_survives_a_lost_worker_exactly(
     dead = settings.lake.table(TABLE_DEAD_LETTERS)
     assert not table_exists(dead) or read_arrow(dead).num_rows == 0, "nothing late or lost"
     assert "Lost executor" in log_text(folder, JOB)
-    assert set(failed_tasks(settings, JOB)) == {"ExecutorLostFailure"}, \
+    failed = set(failed_tasks(settings, JOB))
+    assert "ExecutorLostFailure" in failed and failed <= RECOVERY_FAILURES, \
         "a task died with its worker (and was retried: the job ended well)"
     apps = {app["name"] for app in master_status(standalone_cluster)["completedapps"]}
     assert f"tideline-{JOB}" in apps

@@ -17,7 +17,15 @@ import pandas as pd
 import pytest
 from reference.metrics_reference import experiment_metrics as reference_metrics
 
-from cluster.apps import finish, log_text, lose_worker, start_job, wait_for_batch
+from cluster.apps import (
+    RECOVERY_FAILURES,
+    failed_tasks,
+    finish,
+    log_text,
+    lose_busy_worker,
+    start_job,
+    wait_for_batch,
+)
 from spark_jobs.cluster.daemons import wait_until
 from spark_jobs.cluster.settings import ClusterSettings
 from spark_jobs.cluster.standalone import alive_workers, master_status, start_history
@@ -104,15 +112,16 @@ def run_filters(settings: Settings, folder: Path) -> None:
 
 @pytest.fixture(scope="module")
 def pipeline(standalone_cluster: ClusterSettings, traffic: Any) -> Settings:
-    """The filters, then experiment_metrics, each an application on the cluster; worker 2 and
-    its executor are SIGKILLed after experiment_metrics' second batch and a new worker joins.
+    """The filters, then experiment_metrics, each an application on the cluster; after
+    experiment_metrics' second batch, the first worker seen running one of its tasks is
+    SIGKILLed with its executor and a new worker joins.
     The settings of the lake the run leaves."""
     settings = lake_settings(traffic, standalone_cluster, "lost_worker")
     folder = Path(settings.lake.root)
     run_filters(settings, folder)
     metrics_job = start_job(settings, "experiment_metrics", folder)
     wait_for_batch(settings, "experiment_metrics", metrics_job, folder, 1)
-    lose_worker(standalone_cluster, 2)
+    lose_busy_worker(standalone_cluster, settings, "experiment_metrics")
     finish(metrics_job, "experiment_metrics", folder)
     assert wait_until(lambda: len(alive_workers(master_status(standalone_cluster))) == 2, 90)
     return settings
@@ -131,6 +140,8 @@ def test_the_pipeline_on_the_cluster_survives_a_lost_worker_exactly(
     apps = {app["name"] for app in master_status(standalone_cluster)["completedapps"]}
     assert {f"tideline-{job}" for job in JOBS} <= apps
     assert "Lost executor" in log_text(folder, "experiment_metrics")
+    failed = set(failed_tasks(settings, "experiment_metrics"))
+    assert "ExecutorLostFailure" in failed and failed <= RECOVERY_FAILURES, failed
     spark_tools_are_on(standalone_cluster, settings)
 
 
