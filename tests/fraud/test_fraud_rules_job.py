@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from helpers.jobs import kill_mid_stream
 from helpers.topics import read_values, send
+from reference.fraud_reference import reference_alerts
 
 from spark_jobs.contracts.tables import TABLE_DEAD_LETTERS, TABLE_FRAUD_ALERTS
 from spark_jobs.contracts.topics import (
@@ -112,27 +113,6 @@ def traffic(first_id: int, count: int, start_s: float) -> list[tuple[int, dict]]
           "paymentAmount": float((first_id + k) % 97) + 0.25, "paymentType": "CSH"})
         for k in range(count)
     ]
-
-
-def reference_alerts(rules: list[tuple[int, dict]], transactions: list[tuple[int, dict]]
-                     ) -> list[tuple[int, str, str, str]]:
-    """What the contract says: the pure engine over every message in arrival order (event
-    time rises with arrival here, so nothing is late whatever the batches)."""
-    import json
-
-    from spark_jobs.fraud.core.engine import FraudEngine, MemoryStore
-
-    engine = FraudEngine(MemoryStore())
-    found = []
-    arrivals = [(t, 0, m) for t, m in rules] + [(t, 1, m) for t, m in transactions]
-    for at, _, message in sorted(arrivals, key=lambda x: (x[0], x[1])):
-        is_rule = message.get("ruleState") is not None
-        outputs = (engine.on_rule(json.dumps(message), at) if is_rule
-                   else engine.on_transaction(json.dumps(message), -(2**62), at))
-        found += [(o.data["ruleId"], o.data["groupingKey"],
-                   str(o.data["triggeringEvent"]["transactionId"]), str(o.data["aggregate"]))
-                  for o in outputs if o.kind == "alert"]
-    return sorted(found)
 
 
 @pytest.mark.parametrize("state", ["driver", "spark"])
