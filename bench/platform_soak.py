@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import psutil
 import yaml
 
 from bench.common import machine_info, publish_result
@@ -111,13 +112,13 @@ def stop_platform(process: subprocess.Popen[bytes], root: Path) -> list[int]:
 
 
 def _pids_naming(root: Path) -> list[int]:
-    needle = str(root).encode()
+    needle = str(root)
     found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError):
-                if needle in (entry / "environ").read_bytes() + (entry / "cmdline").read_bytes():
-                    found.append(int(entry.name))
+    for process in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            if any(needle in text for text in [*process.environ().values(),
+                                               *process.cmdline()]):
+                found.append(process.pid)
     return found
 
 

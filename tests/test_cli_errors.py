@@ -106,6 +106,8 @@ BAD_CONFIGURATION = [
     ("map_expected", None, {"TIDELINE_SPARK__CONF": "3"}, "spark.conf must be a map"),
     ("bad_metadata_url", None, {"TIDELINE_METADATA__URL": "metadata.db"}, "metadata.url must"),
     ("bad_webhook", None, {"TIDELINE_ALERTS__WEBHOOK_URL": "ftp://x"}, "http(s) URL"),
+    ("bad_registry_url", None, {"TIDELINE_KAFKA__SCHEMA_REGISTRY_URL": "127.0.0.1:8081"},
+     "kafka.schema_registry_url must be an http(s) URL"),
     ("bad_email", None, {"TIDELINE_ALERTS__EMAIL_TO": "nobody"}, "e-mail"),
     ("port_too_high", None, {"TIDELINE_AIRFLOW__PORT": "70000"}, "port number"),
     ("port_zero", None, {"TIDELINE_DASHBOARD__PORT": "0"}, "port number"),

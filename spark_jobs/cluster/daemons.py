@@ -24,6 +24,9 @@ from typing import Any
 import psutil
 
 STOP_GRACE_S = 15.0
+# create_time is the boot time plus the start in clock ticks, and the kernel moves its boot
+# time when the system clock is stepped: two reads of one process may differ a little.
+START_TOLERANCE_S = 1.0
 
 
 def spark_home() -> Path:
@@ -81,11 +84,16 @@ def recorded_names(home: Path) -> list[str]:
     return sorted(path.stem for path in home.glob("*.pid")) if home.is_dir() else []
 
 
+def same_start(create_time: float, recorded: float) -> bool:
+    """True when a process started at `create_time` is the one recorded at `recorded`."""
+    return abs(create_time - recorded) <= START_TOLERANCE_S
+
+
 def process_of(record: DaemonRecord) -> psutil.Process | None:
     """The live process the record describes (None: gone, or its pid now belongs to another)."""
     try:
         process = psutil.Process(record.pid)
-        if abs(process.create_time() - record.create_time) > 1.0:
+        if not same_start(process.create_time(), record.create_time):
             return None
         if process.status() == psutil.STATUS_ZOMBIE:
             return None

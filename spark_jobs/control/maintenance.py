@@ -4,13 +4,13 @@ Streaming sinks already compact their own tables every few batches; this pass co
 table (control-plane ones too) and removes what nothing references any more. Each step is
 safe while the streaming jobs run: sinks retry a commit that loses to a compaction, vacuum
 only deletes files unreferenced for `maintenance.vacuum_retention`, and checkpoint cleanup
-keeps the newest `maintenance.checkpoint_batches_kept` batches and never touches state.
+only removes stale temp files (Spark trims the logs and state itself, see
+`clean_checkpoints`).
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import time
 from pathlib import Path
 from typing import Any
@@ -23,10 +23,7 @@ log = logging.getLogger(__name__)
 
 HOUR_MS = 3_600_000
 STALE_TEMP_S = 3600
-_BATCH_FILE = re.compile(r"^(\d+)$")
-_CRC_FILE = re.compile(r"^\.(\d+)\.crc$")
 _TEMP_SUFFIXES = (".tmp", ".tmp.crc")
-_BATCH_LOGS = ("offsets", "commits")
 
 
 def _local(uri: str) -> Path | None:
@@ -78,44 +75,24 @@ def prune_old_snapshots(settings: Settings) -> int:
 
 
 def clean_checkpoints(settings: Settings, now_s: float | None = None) -> dict[str, int]:
-    """Delete obsolete checkpoint files of every job; per job the number deleted.
+    """Delete temp files of interrupted checkpoint writes older than an hour, per job the
+    number deleted.
 
-    Obsolete: offset/commit log entries older than the newest `checkpoint_batches_kept`
-    batches (Spark needs only the latest to restart), their orphaned .crc files, and temp
-    files of interrupted writes older than an hour. State store files are left to Spark.
+    Spark itself deletes offset and commit log entries and state versions older than the
+    newest `maintenance.checkpoint_batches_kept` batches (spark.sql.streaming.
+    minBatchesToRetain, set by build_session) as batches commit; what it never removes is
+    the temp file a write leaves when the driver dies in the middle of it.
     """
     root = _local(settings.lake.checkpoints)
     if root is None or not root.is_dir():
         return {}
-    keep = max(2, settings.maintenance.checkpoint_batches_kept)
     now = time.time() if now_s is None else now_s
     report = {}
     for job in sorted(p for p in root.iterdir() if p.is_dir()):
-        deleted = sum(_trim_batch_log(job / name, keep) for name in _BATCH_LOGS)
-        deleted += _remove_stale_temps(job, now)
+        deleted = _remove_stale_temps(job, now)
         report[job.name] = deleted
-        log.info("checkpoint %s: %d obsolete files deleted", job.name, deleted)
+        log.info("checkpoint %s: %d stale temp files deleted", job.name, deleted)
     return report
-
-
-def _trim_batch_log(folder: Path, keep: int) -> int:
-    if not folder.is_dir():
-        return 0
-    batches = sorted(int(m.group(1)) for p in folder.iterdir() if (m := _BATCH_FILE.match(p.name)))
-    if not batches:
-        return 0
-    oldest_kept = batches[-keep] if len(batches) >= keep else batches[0]
-    deleted = 0
-    for path in folder.iterdir():
-        match = _BATCH_FILE.match(path.name) or _CRC_FILE.match(path.name)
-        if match is None:
-            continue
-        batch = int(match.group(1))
-        orphan_crc = path.name.startswith(".") and not (folder / str(batch)).exists()
-        if batch < oldest_kept or orphan_crc:
-            path.unlink(missing_ok=True)
-            deleted += 1
-    return deleted
 
 
 def _remove_stale_temps(job: Path, now: float) -> int:

@@ -122,4 +122,5 @@ class MaintenanceSettings:
     snapshots_kept: int = setting(
         288, PositiveInt(), "newest ramp snapshots kept", unit="snapshots")
     checkpoint_batches_kept: int = setting(
-        100, PositiveInt(), "newest checkpoint batches kept per job", unit="batches")
+        100, PositiveInt(), "newest micro-batches Spark keeps in each job's checkpoint "
+        "(spark.sql.streaming.minBatchesToRetain)", unit="batches")

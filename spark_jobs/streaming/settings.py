@@ -5,11 +5,13 @@ Declared once each (`spark_jobs.config.fields.setting`); `spark_jobs.settings` a
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
-from spark_jobs.config.fields import setting
-from spark_jobs.config.kinds import BindAddress, Duration, Map, PositiveInt, Text
+from spark_jobs.config.fields import ConfigError, setting
+from spark_jobs.config.kinds import BindAddress, Duration, Map, OptionalText, PositiveInt, Text
 
 EMBEDDED_BROKER_PORT = 19092
 
@@ -27,6 +29,19 @@ class KafkaSettings:
         "127.0.0.1", BindAddress(), "address the embedded broker (tideline broker, demo, "
         "platform) listens on: 127.0.0.1 this machine only, 0.0.0.0 every interface (in a "
         "container); clients still reach it at 127.0.0.1:port, the address it advertises")
+    schema_registry_url: str | None = setting(
+        None, OptionalText(), "Confluent-compatible schema registry for the schema ids of "
+        "Avro messages (default: none, the id is the repo schema version)")
+
+    @classmethod
+    def finish(cls, values: dict[str, Any], done: Mapping[str, Any]) -> dict[str, Any]:
+        url = values["schema_registry_url"]
+        parts = urlsplit(url) if url is not None else None
+        if parts is not None and (parts.scheme not in ("http", "https") or not parts.netloc):
+            raise ConfigError(
+                f"kafka.schema_registry_url must be an http(s) URL such as "
+                f"http://127.0.0.1:8081, got {url!r}")
+        return values
 
 
 @dataclass(frozen=True)

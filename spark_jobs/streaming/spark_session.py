@@ -15,6 +15,7 @@ from spark_jobs.streaming.class_archive import driver_options
 from spark_jobs.streaming.settings import event_log_dir
 
 DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+MIN_BATCHES_TO_RETAIN = "spark.sql.streaming.minBatchesToRetain"
 ROCKSDB_PROVIDER = (
     "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 )
@@ -87,6 +88,12 @@ def tools_conf(settings: Settings) -> dict[str, str]:
     }
 
 
+def retention_conf(settings: Settings) -> dict[str, str]:
+    """How many micro-batches Spark keeps in each checkpoint (offset and commit logs, state
+    store versions): Spark deletes older ones itself as batches commit."""
+    return {MIN_BATCHES_TO_RETAIN: str(settings.maintenance.checkpoint_batches_kept)}
+
+
 def build_session(settings: Settings, app_name: str = "tideline",
                   tools: bool = False) -> SparkSession:
     """Create (or reuse) the session; Python workers run the interpreter that runs us.
@@ -102,7 +109,7 @@ def build_session(settings: Settings, app_name: str = "tideline",
     local = LOCAL_CHECKPOINT_CONF if is_local_path(settings.lake.checkpoints) else {}
     configured = {k: str(v) for k, v in settings.spark.conf.items()}
     extra = tools_conf(settings) if tools else {}
-    conf = {**BASE_CONF, **local, **extra, **configured}
+    conf = {**BASE_CONF, **local, **extra, **retention_conf(settings), **configured}
     archive = driver_options(conf.get(DRIVER_JAVA_OPTIONS))  # streaming/class_archive.py
     if archive is not None:
         conf[DRIVER_JAVA_OPTIONS] = archive

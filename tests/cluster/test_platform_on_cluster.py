@@ -16,7 +16,7 @@ import pytest
 from spark_jobs.cluster.settings import ClusterSettings
 from spark_jobs.cluster.standalone import master_status
 from spark_jobs.control.monitor import stop_all_jobs, watch_job
-from spark_jobs.control.monitor.procfs import session_members
+from spark_jobs.control.monitor.processes import session_members
 from spark_jobs.local.platform_cluster import on_cluster
 from spark_jobs.streaming.application import read_application
 

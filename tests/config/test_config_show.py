@@ -95,7 +95,7 @@ def test_section_option_shows_one_section(environ, capsys):
     code, lines, _ = show(capsys, "--section", "kafka")
     assert code == 0
     assert list(parsed(lines)) == ["kafka.bootstrap", "kafka.client", "kafka.partitions",
-                                   "kafka.broker_bind"]
+                                   "kafka.broker_bind", "kafka.schema_registry_url"]
 
 
 def test_unknown_section_exits_2_with_the_known_ones(environ, capsys):

@@ -28,7 +28,8 @@ from spark_jobs.settings import DEFAULTS, SECTIONS, load_settings
 # The hand-written table the declarations replaced: the defaults must not have moved.
 OLD_DEFAULTS: dict[str, dict[str, Any]] = {
     "kafka": {"bootstrap": "127.0.0.1:19092", "client": {}, "partitions": 2,
-              "broker_bind": "127.0.0.1"},  # issue 16: the embedded broker's bind address
+              "broker_bind": "127.0.0.1",  # issue 16: the embedded broker's bind address
+              "schema_registry_url": None},
     "spark": {"master": "local[*]", "conf": {}},
     "lake": {"root": "./lake", "checkpoints": None, "snapshots": None},
     "cluster": {  # issue 16: tideline cluster

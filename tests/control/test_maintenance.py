@@ -21,6 +21,7 @@ from spark_jobs.control.maintenance import (
 )
 from spark_jobs.experiments.admin.snapshot import snapshot_paths, write_snapshot
 from spark_jobs.streaming.lake.delta import append_rows, load_table, merge_once, read_arrow
+from spark_jobs.streaming.spark_session import MIN_BATCHES_TO_RETAIN, retention_conf
 
 pytestmark = pytest.mark.integration
 
@@ -93,10 +94,14 @@ def _batch_logs(checkpoint: Path, name: str) -> list[int]:
     return sorted(int(p.name) for p in (checkpoint / name).iterdir() if p.name.isdigit())
 
 
-def test_checkpoint_cleanup_keeps_the_newest_batches_and_the_job_resumes(spark, make_settings,
-                                                                          tmp_path):
-    """A real Spark checkpoint: trim it, then the query restarts and processes new input."""
+def test_spark_keeps_the_configured_batches_and_cleanup_removes_only_stale_temps(
+        spark, make_settings, tmp_path):
+    """A real Spark checkpoint: Spark trims its logs to `checkpoint_batches_kept` itself
+    (minBatchesToRetain, as build_session sets it), the maintenance step removes only temp
+    files of interrupted writes, and the query resumes after both."""
     settings = make_settings(maintenance={"checkpoint_batches_kept": 2})
+    assert retention_conf(settings) == {MIN_BATCHES_TO_RETAIN: "2"}
+    assert spark.conf.get(MIN_BATCHES_TO_RETAIN) == "100", "the default, set by build_session"
     source = tmp_path / "input"
     source.mkdir()
     checkpoint = Path(settings.lake.checkpoint("files_job"))
@@ -113,31 +118,29 @@ def test_checkpoint_cleanup_keeps_the_newest_batches_and_the_job_resumes(spark, 
         query.awaitTermination(60)
         assert query.exception() is None
 
-    for index in range(5):
-        run_once(index)
-    assert _batch_logs(checkpoint, "offsets") == [0, 1, 2, 3, 4]
-    stale = checkpoint / "offsets" / ".5.b1d2.tmp"
-    stale.write_text("partial")
-    fresh = checkpoint / "commits" / ".6.c3e4.tmp"
-    fresh.write_text("being written")
-    hour_ago = time.time() - 7200
-    os.utime(stale, (hour_ago, hour_ago))
+    spark.conf.set(MIN_BATCHES_TO_RETAIN, "2")
+    try:
+        for index in range(6):
+            run_once(index)
+        # Spark purges below (last batch - minBatchesToRetain) as each batch ends
+        offsets = _batch_logs(checkpoint, "offsets")
+        assert offsets == _batch_logs(checkpoint, "commits") == [3, 4, 5]
+        stale = checkpoint / "offsets" / ".6.b1d2.tmp"
+        stale.write_text("partial")
+        fresh = checkpoint / "commits" / ".7.c3e4.tmp"
+        fresh.write_text("being written")
+        hour_ago = time.time() - 7200
+        os.utime(stale, (hour_ago, hour_ago))
 
-    old_logs = [path for log in ("offsets", "commits") for batch in range(3)
-                for path in (checkpoint / log / str(batch), checkpoint / log / f".{batch}.crc")
-                if path.exists()]
-    report = clean_checkpoints(settings)
-    # batches 0-2 of both logs (and their crc files, if any) + the stale temp file
-    assert report == {"files_job": len(old_logs) + 1} and len(old_logs) >= 6
-    assert not any(path.exists() for path in old_logs)
-    assert _batch_logs(checkpoint, "offsets") == [3, 4]
-    assert _batch_logs(checkpoint, "commits") == [3, 4]
-    assert not stale.exists() and fresh.exists()
-    assert not (checkpoint / "offsets" / ".0.crc").exists()
-    fresh.unlink()
+        assert clean_checkpoints(settings) == {"files_job": 1}
+        assert not stale.exists() and fresh.exists()
+        assert _batch_logs(checkpoint, "offsets") == offsets, "the logs are Spark's to trim"
+        fresh.unlink()
 
-    run_once(5)
-    assert sorted(seen) == [0, 1, 2, 3, 4, 5]  # resumed after batch 4, nothing replayed
+        run_once(6)
+    finally:
+        spark.conf.set(MIN_BATCHES_TO_RETAIN, "100")
+    assert sorted(seen) == [0, 1, 2, 3, 4, 5, 6]  # resumed after batch 5, nothing replayed
 
 
 def test_maintenance_of_an_empty_lake_does_nothing(make_settings):

@@ -24,7 +24,7 @@ from reference.metrics_reference import ReferenceSettings, clean_events, decode_
 from spark_jobs.cli import main
 from spark_jobs.control.monitor import is_running, job_status, stop_all_jobs, supervisor, watch_job
 from spark_jobs.control.monitor.pidfile import read_record
-from spark_jobs.control.monitor.procfs import session_members
+from spark_jobs.control.monitor.processes import session_members
 from spark_jobs.control.monitor.reports import latest_report
 from spark_jobs.control.submit import ENTRY_POINT
 from spark_jobs.experiments.traffic import TrafficSpec, generate, produce

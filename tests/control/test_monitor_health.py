@@ -9,13 +9,20 @@ import subprocess
 import sys
 import time
 
+import psutil
 import pytest
 
 from spark_jobs.control.monitor.alerting import alerts_due
 from spark_jobs.control.monitor.health import RunFacts, assess_health
 from spark_jobs.control.monitor.lag import consumed_offsets, offsets_lag, partition_of
-from spark_jobs.control.monitor.pidfile import RunRecord, identifies, read_record, write_record
-from spark_jobs.control.monitor.procfs import ProcessInfo, parse_stat, read_process
+from spark_jobs.control.monitor.pidfile import (
+    RunRecord,
+    identifies,
+    pid_path,
+    read_record,
+    write_record,
+)
+from spark_jobs.control.monitor.processes import ProcessInfo, read_process
 from spark_jobs.control.monitor.reports import last_batch_report
 from spark_jobs.control.monitor.restarts import (
     load_restarts,
@@ -256,22 +263,23 @@ def test_every_restarted_crash_alerts_but_a_lasting_restart_loop_does_not():
 SIGNATURE = ("/app/spark_jobs/__main__.py", "job", "run", "filter_events")
 
 
-def record_of(pid: int, ticks: int | None) -> RunRecord:
-    return RunRecord("filter_events", pid, ticks, NOW, ("spark-submit", *SIGNATURE),
+def record_of(pid: int, created: float | None) -> RunRecord:
+    return RunRecord("filter_events", pid, created, NOW, ("spark-submit", *SIGNATURE),
                      SIGNATURE, "/lake/_logs/filter_events.log")
 
 
-def process(pid: int = 42, ticks: int = 1000, state: str = "S",
+def process(pid: int = 42, created: float = 1000.0, status: str = "sleeping",
             cmdline: tuple[str, ...] = ("java", "SparkSubmit", *SIGNATURE)) -> ProcessInfo:
-    return ProcessInfo(pid, state, 1, pid, pid, ticks, cmdline)
+    return ProcessInfo(pid, status, 1, pid, created, cmdline)
 
 
 def test_the_pid_file_identifies_its_process_by_pid_start_time_and_command_line():
-    record = record_of(42, 1000)
+    record = record_of(42, 1000.0)
     assert identifies(record, process())
-    assert not identifies(record, process(ticks=2000)), "a recycled pid has a later start time"
+    assert identifies(record, process(created=1000.5)), "the boot time moved with the clock"
+    assert not identifies(record, process(created=1002.0)), "a recycled pid starts later"
     assert not identifies(record, process(cmdline=("bash",))), "another program"
-    assert not identifies(record, process(state="Z")), "exited, not yet reaped"
+    assert not identifies(record, process(status="zombie")), "exited, not yet reaped"
     assert not identifies(record, None)
     assert not identifies(record_of(42, None), process()), "never seen alive"
 
@@ -288,24 +296,48 @@ def test_a_recycled_pid_is_not_mistaken_for_the_job_on_the_real_proc(make_settin
             time.sleep(0.01)
             info = read_process(sleeper.pid)
         settings = make_settings()
-        write_record(settings, record_of(sleeper.pid, info.start_ticks))
+        write_record(settings, record_of(sleeper.pid, info.create_time))
         record = read_record(settings, "filter_events")
-        assert record == record_of(sleeper.pid, info.start_ticks), "the file round-trips"
+        assert record == record_of(sleeper.pid, info.create_time), "the file round-trips"
         assert identifies(record, read_process(sleeper.pid))
         # the same pid with another start time is what a recycled pid looks like
-        assert not identifies(record_of(sleeper.pid, info.start_ticks + 1), info)
+        assert not identifies(record_of(sleeper.pid, info.create_time + 2), info)
         # our own process has a pid and a start time, but not the job's command line
         me = read_process(os.getpid())
-        assert not identifies(record_of(os.getpid(), me.start_ticks), me)
+        assert not identifies(record_of(os.getpid(), me.create_time), me)
     finally:
         sleeper.kill()
         sleeper.wait()
     assert not identifies(record, read_process(sleeper.pid))
 
 
-def test_stat_fields_are_counted_from_the_last_parenthesis():
-    text = "123 (we(ird) name) S 1 120 110 0 -1 4194560 " + " ".join(["0"] * 12) + " 98765 rest"
-    assert parse_stat(text) == ("S", 1, 120, 110, 98765)
+def test_a_pid_file_of_the_previous_version_still_tells_its_process_from_a_recycled_pid(
+        make_settings):
+    """Pid files written before psutil hold `start_ticks` (clock ticks after boot): read as
+    the same instant, they identify the job they recorded and no other process."""
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)",
+                                *SIGNATURE])
+    try:
+        info = read_process(sleeper.pid)
+        while info is None or info.cmdline[-4:] != SIGNATURE:
+            time.sleep(0.01)
+            info = read_process(sleeper.pid)
+        ticks = round((info.create_time - psutil.boot_time()) * os.sysconf("SC_CLK_TCK"))
+        settings = make_settings()
+        old = {**record_of(sleeper.pid, None).to_json(), "start_ticks": ticks}
+        del old["create_time"]
+        path = pid_path(settings, "filter_events")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        for ticks_then, same in ((ticks, True), (ticks - 500, False), (None, False)):
+            path.write_text(json.dumps({**old, "start_ticks": ticks_then}))
+            record = read_record(settings, "filter_events")
+            assert record is not None, "an old pid file is still a record"
+            assert identifies(record, read_process(sleeper.pid)) is same, ticks_then
+        path.write_text(json.dumps({k: v for k, v in old.items() if k != "start_ticks"}))
+        assert read_record(settings, "filter_events") is None, "no start time: not a record"
+    finally:
+        sleeper.kill()
+        sleeper.wait()
 
 
 def test_the_monitor_knows_every_job_of_the_runner():
@@ -364,15 +396,13 @@ def test_a_process_between_two_execs_is_read_again_not_taken_for_dead(monkeypatc
     """spark-submit's scripts exec one another: /proc shows an empty command line for a
     moment, which alone must not make a running job look dead (and be started twice)."""
     from spark_jobs.control.monitor import supervisor
-    from spark_jobs.control.monitor.procfs import ProcessInfo
-
-    record = supervisor.RunRecord("filter_events", 42, 7, NOW, ("spark-submit",),
+    record = supervisor.RunRecord("filter_events", 42, 7.0, NOW, ("spark-submit",),
                                   supervisor.job_signature("filter_events"), "log")
-    views = iter([ProcessInfo(42, "R", 1, 42, 42, 7, ()),
-                  ProcessInfo(42, "R", 1, 42, 42, 7, ("java", *record.signature))])
+    views = iter([ProcessInfo(42, "running", 1, 42, 7.0, ()),
+                  ProcessInfo(42, "running", 1, 42, 7.0, ("java", *record.signature))])
     monkeypatch.setattr(supervisor, "read_process", lambda pid: next(views))
     monkeypatch.setattr(supervisor, "_reap", lambda pid: None)
     assert supervisor.is_alive(record)
-    gone = iter([ProcessInfo(42, "R", 1, 42, 42, 7, ()), None])
+    gone = iter([ProcessInfo(42, "running", 1, 42, 7.0, ()), None])
     monkeypatch.setattr(supervisor, "read_process", lambda pid: next(gone))
     assert not supervisor.is_alive(record)

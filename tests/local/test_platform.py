@@ -27,11 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 import yaml
 from helpers.airflow_setup import ARTIFACTS, own_environment
 
-from spark_jobs.control.monitor import procfs
+from spark_jobs.control.monitor import processes
 from spark_jobs.control.orchestration.environment import REPO_ROOT
 from spark_jobs.local.broker import free_port
 from spark_jobs.local.platform_stack import DAG_IDS
@@ -56,7 +57,7 @@ class Platform:
     user: str = ""
     password: str = ""
     started_s: float = 0.0
-    seen: list[procfs.ProcessInfo] = field(default_factory=list)  # its process tree, running
+    seen: list[processes.ProcessInfo] = field(default_factory=list)  # its process tree, running
 
     def text(self) -> str:
         return self.output.read_text(errors="replace") if self.output.exists() else ""
@@ -110,11 +111,11 @@ def wait_for_banner(platform: Platform, timeout_s: float) -> None:
     raise AssertionError(f"no login printed after {timeout_s:.0f} s:\n{platform.text()[-3000:]}")
 
 
-def descendants(root_pid: int) -> list[procfs.ProcessInfo]:
+def descendants(root_pid: int) -> list[processes.ProcessInfo]:
     """Every live process below root_pid in the process tree."""
-    processes = [p for p in map(procfs.read_process, _pids()) if p is not None and p.alive]
-    children: dict[int, list[procfs.ProcessInfo]] = {}
-    for process in processes:
+    running = [p for p in map(processes.read_process, psutil.pids()) if p is not None and p.alive]
+    children: dict[int, list[processes.ProcessInfo]] = {}
+    for process in running:
         children.setdefault(process.ppid, []).append(process)
     found, todo = [], [root_pid]
     while todo:
@@ -124,39 +125,35 @@ def descendants(root_pid: int) -> list[procfs.ProcessInfo]:
     return found
 
 
-def _pids() -> list[int]:
-    return [int(entry.name) for entry in procfs.PROC.iterdir() if entry.name.isdigit()]
+def same_process_alive(seen: processes.ProcessInfo) -> bool:
+    now = processes.read_process(seen.pid)
+    return now is not None and now.alive and now.started_at(seen.create_time)
 
 
-def same_process_alive(seen: procfs.ProcessInfo) -> bool:
-    now = procfs.read_process(seen.pid)
-    return now is not None and now.alive and now.start_ticks == seen.start_ticks
-
-
-def processes_naming(root: Path) -> list[procfs.ProcessInfo]:
+def processes_naming(root: Path) -> list[processes.ProcessInfo]:
     """Live processes whose environment or command line mentions root (started for us)."""
-    needle = str(root).encode()
+    needle = str(root)
     found = []
-    for pid in _pids():
-        with contextlib.suppress(OSError):
-            proc = procfs.PROC / str(pid)
-            if needle in (proc / "environ").read_bytes() + (proc / "cmdline").read_bytes():
-                info = procfs.read_process(pid)
-                if info is not None and info.alive and pid != os.getpid():
+    for process in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            texts = [*process.environ().values(), *process.cmdline()]
+            if any(needle in text for text in texts):
+                info = processes.read_process(process.pid)
+                if info is not None and info.alive and process.pid != os.getpid():
                     found.append(info)
     return found
 
 
-def leftovers(platform: Platform, seen: list[procfs.ProcessInfo]) -> list[procfs.ProcessInfo]:
+def leftovers(platform: Platform, seen: list[processes.ProcessInfo]) -> list[processes.ProcessInfo]:
     """What is still alive of the platform's session, what it spawned, and their sessions."""
     sessions = {platform.process.pid} | {p.sid for p in seen}
-    alive = {p.pid: p for sid in sessions for p in procfs.session_members(sid) if p.alive}
+    alive = {p.pid: p for sid in sessions for p in processes.session_members(sid) if p.alive}
     alive |= {p.pid: p for p in seen if same_process_alive(p)}
     alive |= {p.pid: p for p in processes_naming(platform.root)}
     return sorted(alive.values(), key=lambda p: p.pid)
 
 
-def kill_leftovers(platform: Platform, seen: list[procfs.ProcessInfo]) -> None:
+def kill_leftovers(platform: Platform, seen: list[processes.ProcessInfo]) -> None:
     """Clean up after a failed test: SIGKILL what the platform left (all started by us)."""
     for process in [*leftovers(platform, seen), *descendants(platform.process.pid)]:
         with contextlib.suppress(ProcessLookupError):

@@ -11,6 +11,7 @@ import pytest
 from spark_jobs.samples.encoding.registry import (
     SampleSchemaError,
     SchemaCompatibilityError,
+    SchemaVersion,
     check_compatible,
     check_reads,
     get_schema,
@@ -62,16 +63,43 @@ def test_every_version_is_backward_and_forward_compatible_with_the_one_before():
         check_compatible(version - 1, version)
 
 
-def test_the_compatibility_check_catches_a_required_new_field():
+def evolved(change) -> SchemaVersion:
+    """A would-be v3: v1's schema with `change` applied to its JSON."""
     v1 = get_schema(1)
     raw = json.loads(v1.text)
-    raw["fields"].append({"name": "window_ms", "type": "long"})  # no default: not compatible
-    broken = type(v1)(3, "training_sample.v3.avsc", json.dumps(raw),
-                      fastavro.parse_schema(raw), v1.labels)
-    probe = [{**sample(), "window_ms": 1}]
-    check_reads(broken, v1, probe)  # forward: the old reader ignores it
-    with pytest.raises(SchemaCompatibilityError, match="cannot read samples written with"):
-        check_reads(v1, broken, [sample()])
+    change(raw)
+    return SchemaVersion(3, "training_sample.v3.avsc", json.dumps(raw),
+                         fastavro.parse_schema(raw), v1.labels)
+
+
+def test_the_compatibility_checker_accepts_a_new_label_with_a_default():
+    def add_label(raw):
+        labels = next(f for f in raw["fields"] if f["name"] == "labels")["type"]
+        labels["fields"].append({"name": "save", "type": "int", "default": 0})
+
+    newer = evolved(add_label)
+    check_reads(get_schema(1), newer)  # backward: old samples get save = 0
+    check_reads(newer, get_schema(1))  # forward: the old reader skips it
+
+
+def test_the_compatibility_checker_catches_a_required_new_field_and_says_why():
+    broken = evolved(lambda raw: raw["fields"].append({"name": "window_ms", "type": "long"}))
+    check_reads(broken, get_schema(1))  # forward: the old reader ignores it
+    with pytest.raises(SchemaCompatibilityError,
+                       match=r"v3.avsc cannot read samples written with training_sample.v1.avsc: "
+                             r"reader_field_missing_default_value: window_ms \(at /fields/7\)"):
+        check_reads(get_schema(1), broken)
+
+
+def test_the_compatibility_checker_catches_a_changed_type_in_both_directions():
+    def user_id_as_string(raw):
+        next(f for f in raw["fields"] if f["name"] == "user_id")["type"] = "string"
+
+    broken = evolved(user_id_as_string)
+    reason = r"type_mismatch: reader type: \w+ not compatible with writer type: \w+ \(at /fields/2"
+    for writer, reader in ((get_schema(1), broken), (broken, get_schema(1))):
+        with pytest.raises(SchemaCompatibilityError, match=reason):
+            check_reads(writer, reader)
 
 
 def test_round_trip_v2_with_unicode_context():

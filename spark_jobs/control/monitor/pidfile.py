@@ -4,15 +4,24 @@
 that a later pass never mistakes an unrelated process that got the same pid for the job. A
 deliberate stop writes its time into the file: a record without one whose process is gone
 means the job died.
+
+The start time is psutil's `create_time` (seconds since the epoch). Files written before
+that held `start_ticks` (clock ticks after boot, from /proc/<pid>/stat); such a record is
+read with the same instant in create_time form (boot time + ticks / SC_CLK_TCK, psutil's own
+formula), so a job started by the previous version is still recognised, and a pid reused
+since is still not.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from spark_jobs.control.monitor.procfs import ProcessInfo
+import psutil
+
+from spark_jobs.control.monitor.processes import ProcessInfo
 from spark_jobs.control.monitor.state_files import read_json, run_dir, write_json
 from spark_jobs.settings import Settings
 
@@ -20,12 +29,12 @@ from spark_jobs.settings import Settings
 @dataclass(frozen=True)
 class RunRecord:
     """One start of a job. `signature` is the tail every process of it has on its command
-    line (entry point and `job run NAME`); `start_ticks` is None when the process had exited
+    line (entry point and `job run NAME`); `create_time` is None when the process had exited
     before it could be read; `stopped_at_ms` is set by a deliberate stop."""
 
     job: str
     pid: int
-    start_ticks: int | None
+    create_time: float | None
     started_at_ms: int
     command: tuple[str, ...]
     signature: tuple[str, ...]
@@ -46,7 +55,7 @@ class RunRecord:
             return cls(
                 job=str(value["job"]),
                 pid=int(value["pid"]),
-                start_ticks=None if value["start_ticks"] is None else int(value["start_ticks"]),
+                create_time=_create_time(value),
                 started_at_ms=int(value["started_at_ms"]),
                 command=tuple(str(part) for part in value["command"]),
                 signature=tuple(str(part) for part in value["signature"]),
@@ -56,6 +65,16 @@ class RunRecord:
             )
         except (KeyError, TypeError, ValueError):
             return None
+
+
+def _create_time(value: dict[str, Any]) -> float | None:
+    """The record's start time; a previous version's `start_ticks` converted (see above)."""
+    if "create_time" in value:
+        return None if value["create_time"] is None else float(value["create_time"])
+    ticks = value["start_ticks"]  # KeyError: neither, not a record
+    if ticks is None:
+        return None
+    return psutil.boot_time() + int(ticks) / os.sysconf("SC_CLK_TCK")
 
 
 def runs_command(cmdline: tuple[str, ...], signature: tuple[str, ...]) -> bool:
@@ -71,8 +90,7 @@ def identifies(record: RunRecord, process: ProcessInfo | None) -> bool:
         process is not None
         and process.alive
         and process.pid == record.pid
-        and record.start_ticks is not None
-        and process.start_ticks == record.start_ticks
+        and process.started_at(record.create_time)
         and runs_command(process.cmdline, record.signature)
     )
 

@@ -36,7 +36,7 @@ from spark_jobs.control.monitor.pidfile import (
     runs_command,
     write_record,
 )
-from spark_jobs.control.monitor.procfs import ProcessInfo, read_process, session_members
+from spark_jobs.control.monitor.processes import ProcessInfo, read_process, session_members
 from spark_jobs.control.monitor.state_files import log_dir, run_dir
 from spark_jobs.control.submit import (
     ENTRY_POINT,
@@ -165,7 +165,7 @@ def start_job_process(settings: Settings, job: str) -> RunRecord:
     record = RunRecord(
         job=job,
         pid=child.pid,
-        start_ticks=process.start_ticks if process is not None else None,
+        create_time=process.create_time if process is not None else None,
         started_at_ms=started_at_ms,
         command=command,
         signature=job_signature(job),

@@ -22,7 +22,7 @@ from typing import IO
 import httpx
 
 from spark_jobs.config.network import connect_host, port_in_use
-from spark_jobs.control.monitor import procfs
+from spark_jobs.control.monitor import processes
 from spark_jobs.control.orchestration.environment import (
     ADMIN_USER,
     airflow_executable,
@@ -50,7 +50,7 @@ def _log_tail(path: Path, lines: int = 30) -> str:
 def session_members(session_id: int) -> list[int]:
     """Pids of the live processes of a session: processes that moved to a process group of
     their own stay in the session, so this finds what killpg misses."""
-    return [p.pid for p in procfs.session_members(session_id) if p.alive]
+    return [p.pid for p in processes.session_members(session_id) if p.alive]
 
 
 def stop_session(leader: subprocess.Popen[bytes], grace_s: float = STOP_GRACE_S) -> None:

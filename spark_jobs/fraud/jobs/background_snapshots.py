@@ -40,7 +40,7 @@ def _write_in_child(path: str, take: Callable[[], bytes]) -> None:
     try:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
-        try:
+        try:  # first to go if memory runs out (psutil has no call for this)
             with open("/proc/self/oom_score_adj", "w") as adjust:
                 adjust.write("1000")
         except OSError:

@@ -1,7 +1,8 @@
 """Training samples as Avro in the Confluent wire format, with schema evolution.
 
-A message is the magic byte 0, the schema id as 4 big-endian bytes (here: the version number
-of a repo schema, see `registry`), then the schemaless Avro body. Any Confluent-style
+A message is the magic byte 0, the schema id as 4 big-endian bytes (the version number of a
+repo schema, see `registry`, or with `kafka.schema_registry_url` set a schema registry's id,
+see `schema_ids`), then the schemaless Avro body. Any Confluent-style
 consumer can split the header the usual way; a reader of this package resolves the writer's
 version to the version it asks for, so a consumer built against v1 reads v2 samples (it
 drops `window_ms`) and one built against v2 reads v1 samples (`window_ms` is None).
@@ -31,6 +32,7 @@ from spark_jobs.samples.encoding.registry import (
     schema_path,
     schema_versions,
 )
+from spark_jobs.samples.encoding.schema_ids import RepoSchemaIds, SchemaIds, SchemaRegistryFailure
 
 MAGIC = 0
 HEADER = struct.Struct(">BI")
@@ -86,11 +88,13 @@ def header(version: int) -> bytes:
 class SampleEncoder:
     """Encodes samples with one schema version (default: the newest, checked against
     `signals`). `defaults` fills optional fields a sample leaves out, e.g. {"window_ms":
-    600000}; optional fields without one get their schema default (null). It reuses one
-    buffer: give each thread its own encoder."""
+    600000}; optional fields without one get their schema default (null). `ids` gives the
+    header's schema id (default: the version). It reuses one buffer: give each thread its
+    own encoder."""
 
     def __init__(self, signals: Sequence[str] = DEFAULT_SIGNALS, version: int | None = None,
-                 defaults: Mapping[str, Any] | None = None) -> None:
+                 defaults: Mapping[str, Any] | None = None,
+                 ids: SchemaIds | None = None) -> None:
         self.schema = schema_for_signals(signals, version)
         self.version = self.schema.version
         unknown = set(defaults or {}) - set(self.schema.optional_fields)
@@ -99,7 +103,7 @@ class SampleEncoder:
                 f"{sorted(unknown)} are not optional fields of {self.schema.filename} "
                 f"(optional: {sorted(self.schema.optional_fields) or 'none'})")
         self._fill = {**self.schema.optional_fields, **(defaults or {})}
-        self._header = header(self.version)
+        self._header = header((ids or RepoSchemaIds()).id_of(self.schema))
         self._parsed = self.schema.parsed
         self._buffer = io.BytesIO()
 
@@ -120,7 +124,8 @@ class SampleEncoder:
 
 
 def writer_version(data: bytes) -> int:
-    """The schema version in a message's header; WireFormatError for other bytes."""
+    """The schema id in a message's header (the version, unless a schema registry gave the
+    ids); WireFormatError for other bytes."""
     if len(data) < HEADER.size:
         raise WireFormatError(f"{len(data)} bytes are too short for a TrainingSample message "
                               f"(5-byte header, then the Avro body)")
@@ -133,24 +138,28 @@ def writer_version(data: bytes) -> int:
 
 
 class SampleDecoder:
-    """Decodes samples of any known version into `reader_version` (default: the newest)."""
+    """Decodes samples of any known version into `reader_version` (default: the newest);
+    `ids` tells which schema an id in the header stands for (default: the repo version)."""
 
-    def __init__(self, reader_version: int | None = None) -> None:
+    def __init__(self, reader_version: int | None = None, ids: SchemaIds | None = None) -> None:
         self.reader = get_schema(latest_version() if reader_version is None else reader_version)
+        self.ids = ids or RepoSchemaIds()
 
     def decode(self, data: bytes) -> dict[str, Any]:
         """The sample, shaped by the reader schema; WireFormatError for bytes that are not a
         sample of a known version (unknown version, truncated or trailing bytes)."""
         version = writer_version(data)
         try:
-            writer = get_schema(version)
+            writer = self.ids.writer_schema(version)
+        except SchemaRegistryFailure:
+            raise
         except SampleSchemaError as exc:
             raise WireFormatError(str(exc)) from exc
-        reader = None if writer.version == self.reader.version else self.reader.parsed
+        reader = None if writer is self.reader.parsed else self.reader.parsed
         body = io.BytesIO(data)
         body.seek(HEADER.size)
         try:
-            sample = fastavro.schemaless_reader(body, writer.parsed, reader)
+            sample = fastavro.schemaless_reader(body, writer, reader)
         except Exception as exc:  # EOFError, UnicodeDecodeError, SchemaResolutionError, ...
             raise WireFormatError(
                 f"cannot read a v{version} TrainingSample as v{self.reader.version}: "

@@ -42,6 +42,7 @@ from spark_jobs.contracts.tables import (
 from spark_jobs.contracts.topics import TOPIC_ENGAGEMENTS, TOPIC_TRAINING_SAMPLES, TOPIC_VIEWS
 from spark_jobs.samples.core.joiner import JoinParameters
 from spark_jobs.samples.encoding.sample_avro import SampleEncoder
+from spark_jobs.samples.encoding.schema_ids import schema_ids
 from spark_jobs.samples.jobs.sample_topic import publish_samples
 from spark_jobs.samples.processors.dedup_processor import (
     VIEW_KEY,
@@ -137,7 +138,8 @@ class TrainingSamplesSink(BatchSink[SampleBatch]):
     def __init__(self, settings: Settings) -> None:
         super().__init__(settings, NAME)
         samples = settings.samples
-        self.encoder = SampleEncoder(samples.signals, defaults={"window_ms": samples.window_ms})
+        self.encoder = SampleEncoder(samples.signals, defaults={"window_ms": samples.window_ms},
+                                     ids=schema_ids(settings.kafka))
         self.schema = training_samples(samples.signals).arrow_schema()
         self._check_table_labels()
         self._producer: Producer | None = None
