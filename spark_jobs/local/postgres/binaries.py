@@ -106,10 +106,10 @@ def socket_file(socket_dir: Path, port: int) -> Path:
 
 
 def blocking_folder(path: Path, uid: int, gids: Iterable[int]) -> Path | None:
-    """The first existing folder on the way to `path` that user uid (groups gids) cannot
-    enter, or None when every one can be entered."""
+    """The first existing folder above `path` that user uid (groups gids) cannot enter, or
+    None when every one can be entered (`path` itself is handed to that user)."""
     groups = set(gids)
-    for folder in [*reversed(path.parents), path]:
+    for folder in reversed(path.parents):
         try:
             info = folder.stat()
         except FileNotFoundError:
