@@ -25,6 +25,7 @@ from helpers.airflow_setup import (
     STANDALONE_TIMEOUT_S,
     AirflowSetup,
     RunningAirflow,
+    assert_on_postgres,
     describe_dags,
     make_setup,
     output_tail,
@@ -46,6 +47,7 @@ def cli_airflow(history_lake: HistoryLake, tmp_path_factory: pytest.TempPathFact
     setup = make_setup(history_lake, tmp_path_factory.mktemp("airflow_cli"), private_postgres)
     result = run_airflow(setup.env, "db", "migrate", timeout_s=MIGRATE_TIMEOUT_S)
     assert result.returncode == 0, output_tail(result)
+    assert_on_postgres(setup)
     return setup
 
 
@@ -70,6 +72,7 @@ def running_airflow(
         password = standalone.admin_password()
         with AirflowClient(standalone.local_url, ADMIN_USER, password) as client:
             client.wait_for_dags(list(DAG_IDS), DAG_PARSE_TIMEOUT_S)
+            assert_on_postgres(setup)
             yield RunningAirflow(setup, standalone, client, password)
     finally:
         standalone.stop()

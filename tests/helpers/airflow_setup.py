@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import sqlalchemy
+
 from helpers.history import HistoryLake, copy_history
 from helpers.postgres import new_database
 from spark_jobs.control.orchestration.airflow_api import AirflowClient
@@ -77,6 +79,20 @@ def make_setup(
         settings, own_environment(), settings_file=settings_file, scheduled=False
     )
     return AirflowSetup(settings=settings, env=env, lake=lake)
+
+
+def assert_on_postgres(setup: AirflowSetup) -> None:
+    """Airflow's tables are in the PostgreSQL database the setup names, and no SQLite file
+    was made beside them."""
+    url = setup.env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]
+    assert url == setup.settings.airflow.database and url.startswith("postgresql")
+    engine = sqlalchemy.create_engine(url)
+    try:
+        assert {"dag", "dag_run", "alembic_version"} <= set(sqlalchemy.inspect(engine)
+                                                            .get_table_names())
+    finally:
+        engine.dispose()
+    assert not (Path(setup.settings.airflow.home) / "airflow.db").exists()
 
 
 def bare_setup(root: Path) -> tuple[Settings, dict[str, str]]:
