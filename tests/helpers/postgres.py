@@ -10,12 +10,19 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from spark_jobs.control.orchestration.environment import REPO_ROOT
 from spark_jobs.local.broker import free_port
-from spark_jobs.local.postgres.server import create_database, start_postgres, stop_postgres
+from spark_jobs.local.postgres.server import (
+    create_database,
+    layout,
+    start_postgres,
+    stop_postgres,
+)
 from spark_jobs.local.postgres.settings import PostgresSettings
 from spark_jobs.settings import load_settings
 
 _names = itertools.count()
+ARTIFACTS = REPO_ROOT / "test-artifacts"
 
 
 @contextmanager
@@ -35,6 +42,10 @@ def running_postgres() -> Iterator[PostgresSettings]:
         try:
             stop_postgres(settings)
         finally:
+            log = layout(settings).log
+            if log.exists():  # the server's side of a failure, kept beside Airflow's logs
+                ARTIFACTS.mkdir(exist_ok=True)
+                shutil.copy(log, ARTIFACTS / "postgres.log")
             shutil.rmtree(home, ignore_errors=True)
 
 
