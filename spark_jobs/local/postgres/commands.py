@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from spark_jobs.settings import Settings
 
+if TYPE_CHECKING:
+    from spark_jobs.local.postgres.server import PostgresStatus
 
-def _print_status(status: object) -> None:
-    print("\n".join(status.lines()))  # type: ignore[attr-defined]
+
+def _print_status(status: PostgresStatus) -> None:
+    print("\n".join(status.lines()))
 
 
 def cmd_start(args: argparse.Namespace, settings: Settings) -> int:
