@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs what a fresh machine lacks: Java 17 and Chromium (apt), Python venv at .venv, pinned
-# packages.
+# Installs what a fresh machine lacks: Java 17, Chromium and PostgreSQL (apt), Python venv at
+# .venv, pinned packages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,6 +17,14 @@ if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq chromium chromium-driver >/dev/null
+fi
+
+# PostgreSQL for `tideline postgres` (a private cluster: experiment metadata, Airflow's DB).
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v pg_ctl >/dev/null 2>&1; then
+  echo "setup: installing postgresql with apt"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq postgresql >/dev/null
 fi
 
 PYTHON=${PYTHON:-python3.11}

@@ -26,13 +26,14 @@ from spark_jobs.control import commands as control_commands
 from spark_jobs.experiments import commands as experiment_commands
 from spark_jobs.fraud import commands as fraud_commands
 from spark_jobs.local import commands as local_commands
+from spark_jobs.local.postgres import commands as postgres_commands
 from spark_jobs.results import commands as results_commands
 from spark_jobs.samples import commands as samples_commands
 from spark_jobs.settings import ConfigError, load_settings
 from spark_jobs.streaming import commands as streaming_commands
 
 COMMAND_GROUPS = (  # the order of `tideline --help`
-    local_commands, cluster_commands, experiment_commands, streaming_commands,
+    local_commands, cluster_commands, postgres_commands, experiment_commands, streaming_commands,
     control_commands,
     samples_commands, fraud_commands, results_commands, config_commands,
 )

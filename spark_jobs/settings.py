@@ -30,6 +30,7 @@ from spark_jobs.control.settings import (
 )
 from spark_jobs.experiments.settings import ExperimentSettings, MetadataSettings
 from spark_jobs.fraud.settings import FRAUD_STATES, FraudSettings
+from spark_jobs.local.postgres.settings import PostgresSettings
 from spark_jobs.results.settings import (
     DEFAULT_GUARDRAILS,
     STAT_METHODS,
@@ -51,7 +52,8 @@ __all__ = [
     "AlertSettings", "ClusterSettings", "ConfigError", "DashboardSettings",
     "ExperimentSettings", "FraudSettings",
     "JobSettings", "KafkaSettings", "LakeSettings", "MaintenanceSettings", "MetadataSettings",
-    "MonitorSettings", "SamplesSettings", "Settings", "SparkSettings", "StatsSettings",
+    "MonitorSettings", "PostgresSettings", "SamplesSettings", "Settings", "SparkSettings",
+    "StatsSettings",
     "ValidationSettings", "build_settings", "deep_merge", "load_settings",
 ]
 
@@ -66,6 +68,7 @@ class Settings:
     spark: SparkSettings
     lake: LakeSettings
     cluster: ClusterSettings
+    postgres: PostgresSettings
     metadata: MetadataSettings
     experiments: ExperimentSettings
     jobs: JobSettings

@@ -67,6 +67,16 @@ def make_settings(tmp_path: Path) -> Callable[..., Settings]:
 
 
 @pytest.fixture(scope="session")
+def private_postgres():
+    """A private PostgreSQL cluster started (and stopped) by the project's own code; make
+    databases of a test's own on it with `helpers.postgres.new_database`."""
+    from helpers.postgres import running_postgres
+
+    with running_postgres() as settings:
+        yield settings
+
+
+@pytest.fixture(scope="session")
 def spark():
     """One SparkSession for the whole test session (local[2], RocksDB state store)."""
     os.environ["PYSPARK_PYTHON"] = sys.executable

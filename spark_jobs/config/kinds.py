@@ -8,6 +8,7 @@ environment values are often written that way.
 from __future__ import annotations
 
 import datetime
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -254,3 +255,33 @@ class IsoDate(Kind):
         except ValueError:
             message = f"{key} must be a date like 2026-01-01, got {value!r}"
             raise ConfigError(message) from None
+
+
+_URL_PASSWORD = re.compile(r"(://[^:/@]*:).*@")  # user:password@ (to the last @: unquoted)
+
+
+@dataclass(frozen=True)
+class DatabaseUrl(Kind):
+    """A SQLAlchemy URL (dialect[+driver]://...), or null/empty for the derived default;
+    `show` masks its password."""
+
+    def parse(self, value: Any, key: str) -> str | None:
+        if value is None or value == "":
+            return None
+        if not isinstance(value, str) or not re.match(r"^[A-Za-z][\w+.-]*://", value):
+            shown = _URL_PASSWORD.sub(rf"\1{MASK}@", str(value))
+            raise ConfigError(
+                f"{key} must be a SQLAlchemy URL like sqlite:///path/file.db or "
+                f"postgresql+psycopg2://user:password@127.0.0.1:5433/db, got {shown!r}")
+        return value
+
+    def show(self, value: Any, given: Any) -> str:
+        return plain_text(None if value is None else _URL_PASSWORD.sub(rf"\1{MASK}@", value))
+
+
+@dataclass(frozen=True)
+class Secret(OptionalText):
+    """Text that `show` never prints (a password), or null/empty for none."""
+
+    def show(self, value: Any, given: Any) -> str:
+        return plain_text(None if value is None else MASK)

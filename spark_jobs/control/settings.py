@@ -14,6 +14,7 @@ from spark_jobs.catalog import DEFAULT_DEPLOYED, JOB_NAMES
 from spark_jobs.config.fields import ConfigError, setting
 from spark_jobs.config.kinds import (
     BindAddress,
+    DatabaseUrl,
     Duration,
     Emails,
     Fraction,
@@ -55,6 +56,9 @@ class AirflowSettings:
     port: int = setting(8080, Port(), "port of the Airflow UI")
     base_url: str = setting(
         None, OptionalText(), "Airflow UI address in alert links (default: http://host:port)")
+    database: str | None = setting(
+        None, DatabaseUrl(), "SQLAlchemy URL of Airflow's metadata DB (default: airflow.db, "
+        "SQLite, in the home; `tideline postgres start` prints a PostgreSQL one)")
 
     @classmethod
     def finish(cls, values: dict[str, Any], done: Mapping[str, Any]) -> dict[str, Any]:

@@ -11,14 +11,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from spark_jobs.config.fields import ConfigError, setting
-from spark_jobs.config.kinds import Duration, Names, PositiveInt, Text
+from spark_jobs.config.kinds import DatabaseUrl, Duration, Names, PositiveInt
 
 _DATABASE_URL = re.compile(r"^[A-Za-z][\w+.-]*://")  # dialect[+driver]://..., as SQLAlchemy's
 
 @dataclass(frozen=True)
 class MetadataSettings:
     url: str = setting(
-        None, Text(optional=True), "SQLAlchemy URL of the experiment metadata DB "
+        None, DatabaseUrl(), "SQLAlchemy URL of the experiment metadata DB "
         "(default: sqlite:///<lake.root>/metadata.db)")
 
     @classmethod

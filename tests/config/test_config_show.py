@@ -103,8 +103,8 @@ def test_unknown_section_exits_2_with_the_known_ones(environ, capsys):
     assert (code, lines) == (2, [])
     assert err.strip().splitlines() == [
         "tideline: error: unknown config section 'kafak' (known: kafka, spark, lake, cluster, "
-        "metadata, experiments, jobs, alerts, airflow, validation, monitor, maintenance, stats, "
-        "dashboard, fraud, samples)"]
+        "postgres, metadata, experiments, jobs, alerts, airflow, validation, monitor, "
+        "maintenance, stats, dashboard, fraud, samples)"]
 
 
 def test_a_bad_configuration_exits_2_in_one_line(environ, capsys):

@@ -37,6 +37,10 @@ OLD_DEFAULTS: dict[str, dict[str, Any]] = {
         "master_port": 7077, "master_ui_port": 8088, "worker_ui_port": 8091,
         "history_port": 18080, "home": None,
     },
+    "postgres": {  # issue 16: tideline postgres
+        "host": "127.0.0.1", "port": 5433, "home": None, "user": "tideline", "password": None,
+        "metadata_db": "tideline", "airflow_db": "airflow",
+    },
     "metadata": {"url": None},
     "experiments": {
         "period": "3d", "window": "15m", "lateness": "10m", "dedup_ttl": "5m",
@@ -50,7 +54,8 @@ OLD_DEFAULTS: dict[str, dict[str, Any]] = {
         "max_clock_skew": "1h", "max_message_bytes": 1048576, "state_buckets": 64,
     },
     "alerts": {"webhook_url": None, "email_to": [], "webhook_timeout": "10s"},
-    "airflow": {"home": None, "host": "127.0.0.1", "port": 8080, "base_url": None},
+    "airflow": {"home": None, "host": "127.0.0.1", "port": 8080, "base_url": None,
+                "database": None},  # issue 16: Airflow's DB on the private PostgreSQL
     "validation": {"max_drift": 0.02, "start_date": None, "data_docs": None},
     "monitor": {
         "stale_after": "3m", "max_lag": 100_000, "restart_limit": 3, "restart_window": "30m",
@@ -81,6 +86,7 @@ OWNERS = {
     "spark_jobs.streaming.settings": ("kafka", "spark", "lake", "jobs"),
     "spark_jobs.experiments.settings": ("metadata", "experiments"),
     "spark_jobs.cluster.settings": ("cluster",),
+    "spark_jobs.local.postgres.settings": ("postgres",),
     "spark_jobs.fraud.settings": ("fraud",),
     "spark_jobs.samples.settings": ("samples",),
     "spark_jobs.results.settings": ("stats", "dashboard"),

@@ -7,6 +7,7 @@ import threading
 from pathlib import Path
 
 import pytest
+import sqlalchemy
 
 from spark_jobs.contracts.tables import RAMPS_HEADER, SNAPSHOT_HEADER
 from spark_jobs.experiments.admin.metadata import (
@@ -14,6 +15,7 @@ from spark_jobs.experiments.admin.metadata import (
     add_ramps,
     init_db,
     load_csv,
+    ramps,
     read_ramps,
 )
 from spark_jobs.experiments.admin.snapshot import (
@@ -39,15 +41,32 @@ def write_csv(path: Path, *lines: str, header: str = HEADER) -> Path:
     return path
 
 
-def db_url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path}/nested/dir/metadata.db"
+@pytest.fixture(scope="module")
+def postgres_metadata(request) -> str:
+    """One database of the session's private PostgreSQL for this module's tests."""
+    from helpers.postgres import new_database
+
+    return new_database(request.getfixturevalue("private_postgres"), "metadata")
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.integration)])
+def metadata_url(request, tmp_path: Path) -> str:
+    """The metadata DB of one test, each kind metadata.url may name: a new SQLite file in
+    nested folders, or the PostgreSQL database emptied of its `ramps` table."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/nested/dir/metadata.db"
+    url = request.getfixturevalue("postgres_metadata")
+    engine = sqlalchemy.create_engine(url)
+    ramps.drop(engine, checkfirst=True)
+    engine.dispose()
+    return url
 
 
 # --- metadata -------------------------------------------------------------------------------
 
 
-def test_load_valid_csv_keeps_load_order(tmp_path):
-    url = db_url(tmp_path)
+def test_load_valid_csv_keeps_load_order(tmp_path, metadata_url):
+    url = metadata_url
     csv_file = write_csv(
         tmp_path / "ramps.csv",
         "exp_a,treatment,2000,10,false",
@@ -56,7 +75,7 @@ def test_load_valid_csv_keeps_load_order(tmp_path):
         "exp_b,t,3000,100,1",
     )
     assert load_csv(url, csv_file) == 4
-    assert (tmp_path / "nested/dir/metadata.db").is_file()
+    assert (tmp_path / "nested/dir/metadata.db").is_file() == url.startswith("sqlite")
     assert read_ramps(url) == [
         RampRow("exp_a", "treatment", 2000, 10.0, False),
         RampRow("exp_a", "control", 1000, 10.5, True),
@@ -82,8 +101,9 @@ def test_load_valid_csv_keeps_load_order(tmp_path):
         (",g,1000,10,true", "experiment_hash", "must not be empty"),
     ],
 )
-def test_invalid_row_names_file_line_and_field_and_loads_nothing(tmp_path, line, field, detail):
-    url = db_url(tmp_path)
+def test_invalid_row_names_file_line_and_field_and_loads_nothing(tmp_path, line, field, detail,
+                                                                metadata_url):
+    url = metadata_url
     csv_file = write_csv(tmp_path / "bad.csv", "exp,g,1,10,true", line, "exp,g,2,20,true")
     with pytest.raises(MetadataError) as error:
         load_csv(url, csv_file)
@@ -94,7 +114,7 @@ def test_invalid_row_names_file_line_and_field_and_loads_nothing(tmp_path, line,
 
 
 def test_wrong_header_and_extra_fields(tmp_path):
-    url = db_url(tmp_path)
+    url = f"sqlite:///{tmp_path}/metadata.db"  # the file is refused before any database
     wrong = write_csv(tmp_path / "h.csv", "exp,g,1,10,true", header="hash,group,ts,pct,control")
     with pytest.raises(MetadataError, match=r"h\.csv:1: header must be experiment_hash,"):
         load_csv(url, wrong)
@@ -105,8 +125,8 @@ def test_wrong_header_and_extra_fields(tmp_path):
         load_csv(url, tmp_path / "missing.csv")
 
 
-def test_read_before_init_and_add_ramps(tmp_path):
-    url = db_url(tmp_path)
+def test_read_before_init_and_add_ramps(metadata_url):
+    url = metadata_url
     assert read_ramps(url) == []
     init_db(url)
     init_db(url)
@@ -119,8 +139,9 @@ def test_read_before_init_and_add_ramps(tmp_path):
 # --- snapshots ------------------------------------------------------------------------------
 
 
-def test_publish_selects_periods_and_writes_the_contract_header(make_settings):
-    settings = make_settings(experiments={"period": "1d", "window": "15m"})
+def test_publish_selects_periods_and_writes_the_contract_header(make_settings, metadata_url):
+    settings = make_settings(experiments={"period": "1d", "window": "15m"},
+                             metadata={"url": metadata_url})
     url = settings.metadata.url
     add_ramps(
         url,
@@ -158,9 +179,10 @@ def test_same_as_of_gives_identical_content_and_history_is_kept(make_settings):
     assert latest_snapshot_path(settings.lake.snapshots) == second
 
 
-def test_a_scheduled_run_publishes_once_and_never_rolls_back(make_settings):
+def test_a_scheduled_run_publishes_once_and_never_rolls_back(make_settings, metadata_url):
     """The ramp_snapshot DAG: a retry adds nothing, a ramp change does, an old run skips."""
-    settings = make_settings(experiments={"period": "1d", "window": "15m"})
+    settings = make_settings(experiments={"period": "1d", "window": "15m"},
+                             metadata={"url": metadata_url})
     add_ramps(settings.metadata.url, [RampRow("x", "g", HOUR, 10, False)])
     first, published = publish_for_run(settings, 2 * HOUR)
     assert published and read_snapshot(first) == [SnapshotRow("x", "g", HOUR, 10.0, False)]

@@ -61,6 +61,26 @@ def test_a_database_without_ramps_fails_in_one_line(make_settings, make_db, mess
     assert snapshot_paths(settings.lake.snapshots) == []
 
 
+@pytest.mark.integration
+def test_on_postgres_a_missing_database_or_table_fails_in_one_line(make_settings,
+                                                                   private_postgres):
+    from helpers.postgres import new_database
+
+    from spark_jobs.local.postgres.server import layout, role_password
+
+    password = role_password(private_postgres, layout(private_postgres))
+    settings = make_settings(metadata={"url": private_postgres.url("no_such_db", password)})
+    with pytest.raises(MetadataUnavailable, match=r"cannot read the metadata DB at metadata"
+                       r"\.url postgresql\+psycopg2://tideline:\*\*\*@.*"
+                       r'database "no_such_db" does not exist'):
+        publish_snapshot(settings, HOUR, None)
+    settings = make_settings(metadata={"url": new_database(private_postgres, "guards")})
+    with pytest.raises(MetadataUnavailable, match="has no `ramps` table") as refused:
+        publish_for_run(settings, HOUR)
+    assert "\n" not in str(refused.value)
+    assert snapshot_paths(settings.lake.snapshots) == []
+
+
 def test_an_empty_snapshot_never_replaces_periods_still_inside_the_lookback(make_settings):
     settings = make_settings(experiments={"period": "1d", "window": "15m"})
     url = settings.metadata.url

@@ -11,7 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import sqlalchemy
+
 from helpers.history import HistoryLake, copy_history
+from helpers.postgres import new_database
 from spark_jobs.control.orchestration.airflow_api import AirflowClient
 from spark_jobs.control.orchestration.environment import (
     REPO_ROOT,
@@ -20,7 +23,9 @@ from spark_jobs.control.orchestration.environment import (
     write_settings_file,
 )
 from spark_jobs.control.orchestration.standalone import AirflowStandalone
+from spark_jobs.experiments.admin.metadata import add_ramps, read_ramps
 from spark_jobs.local.broker import free_port
+from spark_jobs.local.postgres.settings import PostgresSettings
 from spark_jobs.settings import Settings, load_settings
 
 ARTIFACTS = REPO_ROOT / "test-artifacts"
@@ -52,10 +57,20 @@ def own_environment() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "TIDELINE_"))}
 
 
-def make_setup(history: HistoryLake, root: Path) -> AirflowSetup:
-    """A lake copy, a home and a free API port under root; settings frozen into a file."""
+def make_setup(
+    history: HistoryLake, root: Path, postgres: PostgresSettings | None = None
+) -> AirflowSetup:
+    """A lake copy, a home and a free API port under root; settings frozen into a file.
+    With `postgres`, Airflow's database and the experiment metadata (the history's ramps
+    copied) are new databases of that private PostgreSQL, as in production."""
     lake = copy_history(history, root / "history")
-    overrides = {"airflow": {"home": str(root / "airflow_home"), "port": free_port()}}
+    overrides: dict[str, Any] = {
+        "airflow": {"home": str(root / "airflow_home"), "port": free_port()}}
+    if postgres is not None:
+        metadata = new_database(postgres, "metadata")
+        add_ramps(metadata, read_ramps(lake.settings.metadata.url, must_exist=True))
+        overrides["metadata"] = {"url": metadata}
+        overrides["airflow"]["database"] = new_database(postgres, "airflow")
     settings = load_settings(
         environ={"TIDELINE_CONFIG": str(lake.config_path)}, overrides=overrides
     )
@@ -64,6 +79,20 @@ def make_setup(history: HistoryLake, root: Path) -> AirflowSetup:
         settings, own_environment(), settings_file=settings_file, scheduled=False
     )
     return AirflowSetup(settings=settings, env=env, lake=lake)
+
+
+def assert_on_postgres(setup: AirflowSetup) -> None:
+    """Airflow's tables are in the PostgreSQL database the setup names, and no SQLite file
+    was made beside them."""
+    url = setup.env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]
+    assert url == setup.settings.airflow.database and url.startswith("postgresql")
+    engine = sqlalchemy.create_engine(url)
+    try:
+        assert {"dag", "dag_run", "alembic_version"} <= set(sqlalchemy.inspect(engine)
+                                                            .get_table_names())
+    finally:
+        engine.dispose()
+    assert not (Path(setup.settings.airflow.home) / "airflow.db").exists()
 
 
 def bare_setup(root: Path) -> tuple[Settings, dict[str, str]]:

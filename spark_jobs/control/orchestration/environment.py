@@ -99,8 +99,14 @@ def airflow_environment(
             "NO_COLOR": "1",
         }
     )
-    # A configured database (e.g. PostgreSQL) wins over the embedded SQLite file.
+    # A configured database (airflow.database, e.g. the private PostgreSQL, or the variable
+    # itself) wins over the embedded SQLite file.
+    sqlite_args = f"{__name__}.SQLITE_CONNECT_ARGS"
+    if settings.airflow.database:
+        env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = settings.airflow.database
+        if env.get("AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS") == sqlite_args:
+            del env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS"]  # inherited, SQLite's own
     if "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN" not in env:
         env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = f"sqlite:///{home / 'airflow.db'}"
-        env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS"] = f"{__name__}.SQLITE_CONNECT_ARGS"
+        env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS"] = sqlite_args
     return env
