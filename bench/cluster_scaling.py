@@ -6,8 +6,8 @@ a temporary home), runs `bench.pipeline_throughput` and `bench.fraud_throughput 
 spark` against its master as separate processes (the bench process is the driver, as
 `tideline job run` is), and stops the cluster. With `--local` it also runs both on
 `local[2]` for reference. The ratio 2-workers / 1-worker is what scaling out buys here; on a
-2-core machine the driver, the broker and both executors share the same two cores, which the
-summary's load average and CPU split make visible.
+2-core machine the driver, the broker and both executors share the same two cores (each run
+records the load average).
 
     .venv/bin/python -m bench.cluster_scaling [--messages N] [--transactions M] [--local]
 """
