@@ -6,28 +6,23 @@ and prove nothing the job's run does not), one sample per view."""
 from __future__ import annotations
 
 import datetime
-import json
 from pathlib import Path
 
 import pytest
+from helpers.samples_day import produce_closed_day
 from pyspark.sql import SparkSession
 
 from cluster.apps import run_job
-from spark_jobs.catalog import system_topics
 from spark_jobs.cluster.settings import ClusterSettings
 from spark_jobs.cluster.standalone import master_status
 from spark_jobs.contracts.tables import TABLE_TRAINING_SAMPLES
-from spark_jobs.contracts.topics import TOPIC_ENGAGEMENTS, TOPIC_VIEWS
 from spark_jobs.samples.shadow.run import compare_day
-from spark_jobs.samples.traffic import SamplesTrafficSpec, generate_traffic
+from spark_jobs.samples.traffic import SamplesTrafficSpec
 from spark_jobs.settings import load_settings
-from spark_jobs.streaming.kafka.producer import make_producer, produce_all
-from spark_jobs.streaming.kafka.topic_admin import ensure_topics
 from spark_jobs.streaming.lake.delta import read_arrow
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka, pytest.mark.e2e]
 
-T0 = 1_767_225_600_000  # 2026-01-01
 DAY = datetime.date(2026, 1, 1)
 JOB = "training_samples"
 
@@ -40,23 +35,12 @@ def test_training_samples_on_the_cluster_equal_the_recomputation(
         "samples": {"window": "20s", "lateness": "5s"},
         "jobs": {"max_records_per_trigger": 400},  # 617 records: a few batches
         "spark": {"master": standalone_cluster.master_url}})
-    kafka = settings.kafka
-    ensure_topics(kafka, system_topics("samples"), kafka.partitions)
     spec = SamplesTrafficSpec(users=100, posts=500, views_per_s=20, window_ms=20_000,
                               max_disorder_ms=4_000, seed=5)
-    records = generate_traffic(spec, views=300, start_ms=T0 + 3_600_000)
-    tomorrow = T0 + 86_400_000 + 3_600_000  # moves the watermark past every window of DAY
-    clock = {"view_id": "clock", "user_id": 0, "post_id": 0, "ts": tomorrow}
-    records.append((TOPIC_VIEWS, "0", json.dumps(clock).encode(), tomorrow))
-    producer = make_producer(kafka)
-    for topic in (TOPIC_VIEWS, TOPIC_ENGAGEMENTS):
-        mine = [r for r in records if r[0] == topic]
-        produce_all(producer, topic, [r[1] for r in mine], [r[2] for r in mine],
-                    [r[3] for r in mine])
+    views = produce_closed_day(settings, spec, views=300)
 
     run_job(settings, JOB, tmp_path)
 
-    views = {json.loads(r[2])["view_id"] for r in records[:-1] if r[0] == TOPIC_VIEWS}
     stored = read_arrow(settings.lake.table(TABLE_TRAINING_SAMPLES)).to_pylist()
     assert sorted(s["sample_id"] for s in stored) == sorted(views), "one sample per view"
     assert sum(any(s["labels"].values()) for s in stored) > 30

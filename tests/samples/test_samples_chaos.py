@@ -13,20 +13,17 @@ from collections.abc import Iterator
 import pytest
 from helpers.chaos import assert_same_outputs, assert_unique, chaos_run, job_outputs
 from helpers.jobs import run_available_now
+from helpers.samples_day import produce_closed_day
 
-from spark_jobs.catalog import system_topics
-from spark_jobs.contracts.topics import TOPIC_ENGAGEMENTS, TOPIC_TRAINING_SAMPLES, TOPIC_VIEWS
+from spark_jobs.contracts.topics import TOPIC_TRAINING_SAMPLES
 from spark_jobs.local.broker import EmbeddedBroker
 from spark_jobs.samples.encoding.sample_avro import decode_sample
 from spark_jobs.samples.shadow.run import compare_day
-from spark_jobs.samples.traffic import SamplesTrafficSpec, generate_traffic
+from spark_jobs.samples.traffic import SamplesTrafficSpec
 from spark_jobs.settings import Settings
-from spark_jobs.streaming.kafka.producer import make_producer, produce_all
-from spark_jobs.streaming.kafka.topic_admin import ensure_topics
 
 pytestmark = [pytest.mark.chaos, pytest.mark.e2e, pytest.mark.spark, pytest.mark.kafka]
 
-T0 = 1_767_225_600_000  # 2026-01-01
 DAY = datetime.date(2026, 1, 1)
 VIEWS = 700
 SECTIONS = {
@@ -41,20 +38,9 @@ DECODERS = {TOPIC_TRAINING_SAMPLES: decode_sample}
 def _prepare(settings: Settings) -> set[str]:
     """The seeded traffic (disorder below the lateness: nothing late) and, last, a view of
     the next day whose event time closes every window; returns the day's view ids."""
-    kafka = settings.kafka
-    ensure_topics(kafka, system_topics("samples"), kafka.partitions)
     spec = SamplesTrafficSpec(users=80, posts=500, views_per_s=20, window_ms=20_000,
                               max_disorder_ms=4_000, seed=14)
-    records = generate_traffic(spec, views=VIEWS, start_ms=T0 + 3_600_000)
-    tomorrow = T0 + 86_400_000 + 3_600_000
-    clock = {"view_id": "clock", "user_id": 0, "post_id": 0, "ts": tomorrow}
-    records.append((TOPIC_VIEWS, "0", json.dumps(clock).encode(), tomorrow))
-    producer = make_producer(kafka)
-    for topic in (TOPIC_VIEWS, TOPIC_ENGAGEMENTS):
-        mine = [r for r in records if r[0] == topic]
-        produce_all(producer, topic, [r[1] for r in mine], [r[2] for r in mine],
-                    [r[3] for r in mine])
-    return {json.loads(r[2])["view_id"] for r in records[:-1] if r[0] == TOPIC_VIEWS}
+    return produce_closed_day(settings, spec, views=VIEWS)
 
 
 @pytest.fixture
