@@ -23,8 +23,7 @@ from typing import Any
 
 from airflow.sdk import TriggerRule, task
 
-from spark_jobs.control.orchestration.callbacks import alert_on_failure
-from spark_jobs.control.orchestration.dag_shapes import daily_dag, wait_for_day_closed
+from spark_jobs.control.orchestration.dag_shapes import daily_dag, spark_task, wait_for_day_closed
 from spark_jobs.control.orchestration.runs import run_day, run_url
 from spark_jobs.experiments.validation.cases import CASES
 from spark_jobs.settings import load_settings
@@ -37,8 +36,8 @@ def daily_validation() -> None:
         "wait_for_day_closed", "spark_jobs.experiments.validation.readiness",
         "Wait until the streaming job has closed the day's last window (its watermark).")
 
-    # one spark-submit at a time: backfills run up to 10 days at once on 2 cores otherwise
-    @task(max_active_tis_per_dag=1, on_failure_callback=alert_on_failure)
+    # in the Spark pool: one spark-submit at a time beside the streaming jobs
+    @spark_task()
     def recompute(**context: Any) -> str:
         """spark-submit the batch recomputation of the run's day; returns the day."""
         from spark_jobs.control.submit import submit_recompute

@@ -55,6 +55,9 @@ class AirflowSettings:
     port: int = setting(8080, Port(), "port of the Airflow UI")
     base_url: str = setting(
         None, OptionalText(), "Airflow UI address in alert links (default: http://host:port)")
+    spark_slots: int = setting(
+        1, PositiveInt(), "Spark batch applications Airflow runs at once (its pool "
+        "tideline_spark, beside the streaming jobs)")
 
     @classmethod
     def finish(cls, values: dict[str, Any], done: Mapping[str, Any]) -> dict[str, Any]:

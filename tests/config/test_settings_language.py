@@ -49,7 +49,8 @@ OLD_DEFAULTS: dict[str, dict[str, Any]] = {
         "max_clock_skew": "1h", "max_message_bytes": 1048576, "state_buckets": 64,
     },
     "alerts": {"webhook_url": None, "email_to": [], "webhook_timeout": "10s"},
-    "airflow": {"home": None, "host": "127.0.0.1", "port": 8080, "base_url": None},
+    "airflow": {"home": None, "host": "127.0.0.1", "port": 8080, "base_url": None,
+                "spark_slots": 1},  # issue 17: the tideline_spark pool
     "validation": {"max_drift": 0.02, "start_date": None, "data_docs": None},
     "monitor": {
         "stale_after": "3m", "max_lag": 100_000, "restart_limit": 3, "restart_window": "30m",

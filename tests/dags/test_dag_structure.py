@@ -117,3 +117,18 @@ def test_a_config_error_is_a_clear_dag_import_error(cli_airflow, tmp_path):
         "daily_validation.py", "fraud_rules_shadow.py", "ramp_snapshot.py",
         "streaming_jobs.py", "training_samples_shadow.py"]
     assert all("experiments.window: 15 has no unit" in e for e in errors.values())
+
+
+SPARK_TASKS = {("daily_validation", "recompute"), ("fraud_rules_shadow", "compare"),
+               ("training_samples_shadow", "compare")}
+
+
+def test_every_spark_submitting_task_waits_for_the_spark_pool(dag_structure):
+    dags = dag_structure["dags"]
+    submitting = {(dag_id, task_id) for dag_id, dag in dags.items()
+                  for task_id in dag["spark_tasks"]}
+    assert submitting == SPARK_TASKS
+    pools = {(dag_id, task_id): pool for dag_id, dag in dags.items()
+             for task_id, pool in dag["pools"].items()}
+    assert {key for key, pool in pools.items() if pool == "tideline_spark"} == SPARK_TASKS
+    assert {pools[key] for key in pools.keys() - SPARK_TASKS} == {"default_pool"}
