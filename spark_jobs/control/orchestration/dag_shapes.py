@@ -24,6 +24,8 @@ from typing import Any
 
 from airflow.sdk import DAG, CronDataIntervalTimetable, Param, PokeReturnValue, dag, task
 
+from spark_jobs.contracts.tables import TABLE_VALIDATION_RESULTS
+from spark_jobs.control.orchestration.assets import tables
 from spark_jobs.control.orchestration.callbacks import alert_on_failure
 from spark_jobs.control.orchestration.pools import SPARK_POOL
 from spark_jobs.control.orchestration.runs import (
@@ -100,15 +102,17 @@ def wait_for_day_closed(task_id: str, readiness: str, doc: str) -> Any:
 
 
 def daily_check_dag(dag_id: str, doc: str, *, wait_task_id: str, wait_doc: str,
-                    readiness: str, command: Sequence[str], title: str) -> DAG:
+                    readiness: str, command: Sequence[str], title: str, checks: str) -> DAG:
     """A system's daily offline check: `wait_task_id` (see wait_for_day_closed), then
     `compare`, a spark-submit of `tideline COMMAND --date D` named after the command, which
-    stores its result and alerts on a mismatch itself. `title` names the check in the
-    submission's messages."""
+    stores its result in validation_results and alerts on a mismatch itself. `title` names
+    the check in the submission's messages, `checks` the streaming table it checks (the
+    task's inlet asset)."""
 
     @daily_dag(dag_id, doc, "check")
     def daily_check() -> None:
-        @spark_task(task_id="compare", retries=0)
+        @spark_task(task_id="compare", retries=0, inlets=tables(checks),
+                    outlets=tables(TABLE_VALIDATION_RESULTS))
         def compare(**context: Any) -> str:
             """spark-submit the check; a mismatch alerts with its numbers (exit 3), any other
             failure through the failure callback."""
