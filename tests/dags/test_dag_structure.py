@@ -161,3 +161,18 @@ def test_assets_trace_the_streaming_tables_through_the_recomputation_to_validati
     for dag in dags.values():
         for name, uri in dag["assets"].items():
             assert uri == f"{lake}/{name}"
+
+
+def test_tasks_that_do_not_alert_by_themselves_fail_through_the_alert_notifier(dag_structure):
+    dags = dag_structure["dags"]
+    notified = {(dag_id, task_id) for dag_id, dag in dags.items()
+                for task_id, names in dag["failure_callbacks"].items() if names}
+    for dag_id, dag in dags.items():
+        for task_id, names in dag["failure_callbacks"].items():
+            assert names in ([], ["AlertNotifier"]), (dag_id, task_id)
+    periodic = {(dag_id, task_id) for dag_id in ("ramp_snapshot", "experiment_guardrails",
+                                                 "maintenance")
+                for task_id in dags[dag_id]["tasks"]}
+    sensors = {("daily_validation", "wait_for_day_closed"), ("fraud_rules_shadow",
+               "wait_for_alerts"), ("training_samples_shadow", "wait_for_samples")}
+    assert notified == periodic | sensors | SPARK_TASKS

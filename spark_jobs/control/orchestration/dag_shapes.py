@@ -26,7 +26,7 @@ from airflow.sdk import DAG, CronDataIntervalTimetable, Param, PokeReturnValue, 
 
 from spark_jobs.contracts.tables import TABLE_VALIDATION_RESULTS
 from spark_jobs.control.orchestration.assets import tables
-from spark_jobs.control.orchestration.callbacks import alert_on_failure
+from spark_jobs.control.orchestration.notifier import alert_on_failure
 from spark_jobs.control.orchestration.pools import SPARK_POOL
 from spark_jobs.control.orchestration.runs import (
     DAY_PARAM,
