@@ -48,7 +48,9 @@ OLD_DEFAULTS: dict[str, dict[str, Any]] = {
         "compact_every_batches": 50, "idle_timeout": "30s",
         "max_clock_skew": "1h", "max_message_bytes": 1048576, "state_buckets": 64,
     },
-    "alerts": {"webhook_url": None, "email_to": [], "webhook_timeout": "10s"},
+    "alerts": {"webhook_url": None, "email_to": [], "webhook_timeout": "10s",
+               # issue 17: channels as Airflow Connections
+               "webhook_conn_id": "tideline_webhook", "smtp_conn_id": "tideline_smtp"},
     "airflow": {"home": None, "host": "127.0.0.1", "port": 8080, "base_url": None,
                 "spark_slots": 1},  # issue 17: the tideline_spark pool
     "validation": {"max_drift": 0.02, "start_date": None, "data_docs": None},
