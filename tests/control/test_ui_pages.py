@@ -60,7 +60,8 @@ def test_validation_page_and_data_docs_are_served(make_settings):
         "run_url": pa.array([None], pa.string()),
     }), ["run_id", "case", "check"])
     text = client.get("/validation").text
-    assert "single_ramp" in text and 'class="bad"' in text and "<th>details</th>" not in text
+    assert "single_ramp" in text and "<th>details</th>" not in text
+    assert '<span class="badge state-failed" style="background:#dc2626">failed</span>' in text
 
     docs = Path(settings.validation.data_docs)
     page = docs / "validations" / "drift" / "r1.html"

@@ -77,8 +77,10 @@ class AirflowClient:
         except AirflowApiError as exc:
             if exc.status != 409:
                 raise
+            # Airflow validates a pool's PATCH as a whole pool (name, slots, include_deferred)
             self.request("PATCH", f"/pools/{name}",
-                         json={"slots": slots, "description": description})
+                         json={"pool": name, "slots": slots, "description": description,
+                               "include_deferred": False})
 
     def pool(self, name: str) -> dict[str, Any]:
         return self.request("GET", f"/pools/{name}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime
 from html import escape
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -17,7 +18,7 @@ from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
 from spark_jobs.contracts.tables import TABLE_ALERTS, TABLE_VALIDATION_RESULTS
-from spark_jobs.control.ui.html_tables import Link, filters, page, table
+from spark_jobs.control.ui.html_tables import Badge, Link, filters, page, table
 from spark_jobs.control.ui.job_actions import ACTIONS
 from spark_jobs.control.ui.jobs_view import checkpoint_page, jobs_page, log_tail
 from spark_jobs.settings import Settings, load_settings
@@ -84,6 +85,13 @@ def docs_link(settings: Settings, page_path: str | None) -> Link | str | None:
     return Link(f"data-docs/{relative.as_posix()}", "Data Docs")
 
 
+def _result_cell(settings: Settings, column: str, value: Any) -> Any:
+    """A check's outcome as Airflow's success/failed badge, its Data Docs page as a link."""
+    if column == "success":
+        return Badge("passed", "success") if value else Badge("failed", "failed")
+    return docs_link(settings, value) if column == "data_docs" else value
+
+
 def _validation_conditions(run_id: str | None, day: str | None, case: str | None,
                            check: str | None, result: str | None) -> list[pc.Expression]:
     conditions = [pc.field(column) == value for column, value in
@@ -117,11 +125,8 @@ def validation_page(settings: Settings, run_id: str | None = None, day: str | No
                  "No validation has run yet.")
         return page(title, body + f"<p>{escape(empty)}</p>", refresh_s=60)
     columns = [c for c in data.column_names if c not in ("details", "run_url")] + ["run"]
-    rows = [
-        [docs_link(settings, row.get(c)) if c == "data_docs" else row.get(c)
-         for c in columns[:-1]] + [run_link(row.get("run_url"))]
-        for row in data.to_pylist()
-    ]
+    rows = [[_result_cell(settings, c, row.get(c)) for c in columns[:-1]]
+            + [run_link(row.get("run_url"))] for row in data.to_pylist()]
     return page(title, body + table(columns, rows, ""), refresh_s=60)
 
 
