@@ -23,11 +23,21 @@ from typing import Any
 
 from airflow.sdk import TriggerRule, task
 
-from spark_jobs.control.orchestration.callbacks import alert_on_failure
-from spark_jobs.control.orchestration.dag_shapes import daily_dag, wait_for_day_closed
+from spark_jobs.contracts.tables import (
+    TABLE_BATCH_METRICS,
+    TABLE_DEAD_LETTERS,
+    TABLE_EXPERIMENT_METRICS,
+    TABLE_RAW_ACTIVATIONS,
+    TABLE_RAW_EVENTS,
+    TABLE_VALIDATION_RESULTS,
+)
+from spark_jobs.control.orchestration.assets import tables
+from spark_jobs.control.orchestration.dag_shapes import daily_dag, spark_task, wait_for_day_closed
 from spark_jobs.control.orchestration.runs import run_day, run_url
 from spark_jobs.experiments.validation.cases import CASES
 from spark_jobs.settings import load_settings
+
+RAW = (TABLE_RAW_EVENTS, TABLE_RAW_ACTIVATIONS)  # the filters' streaming tables
 
 
 @daily_dag("daily_validation", __doc__, "validate",
@@ -37,8 +47,8 @@ def daily_validation() -> None:
         "wait_for_day_closed", "spark_jobs.experiments.validation.readiness",
         "Wait until the streaming job has closed the day's last window (its watermark).")
 
-    # one spark-submit at a time: backfills run up to 10 days at once on 2 cores otherwise
-    @task(max_active_tis_per_dag=1, on_failure_callback=alert_on_failure)
+    # in the Spark pool: one spark-submit at a time beside the streaming jobs
+    @spark_task(inlets=tables(*RAW, TABLE_DEAD_LETTERS), outlets=tables(TABLE_BATCH_METRICS))
     def recompute(**context: Any) -> str:
         """spark-submit the batch recomputation of the run's day; returns the day."""
         from spark_jobs.control.submit import submit_recompute
@@ -47,7 +57,8 @@ def daily_validation() -> None:
         submit_recompute(load_settings(), day)
         return day.isoformat()
 
-    @task(retries=0)
+    @task(retries=0, inlets=tables(TABLE_EXPERIMENT_METRICS, TABLE_BATCH_METRICS, *RAW),
+          outlets=tables(TABLE_VALIDATION_RESULTS))
     def validate(case: str, **context: Any) -> dict[str, Any]:
         """Run the case's suites; the summary is the XCom result, a failure fails the task."""
         from spark_jobs.experiments.validation.run import validate_case
@@ -57,7 +68,7 @@ def daily_validation() -> None:
             settings, run_day(context), case, context["run_id"], run_url(settings, context)
         )
 
-    @task(trigger_rule=TriggerRule.ALL_DONE, retries=0)
+    @task(trigger_rule=TriggerRule.ALL_DONE, retries=0, inlets=tables(TABLE_VALIDATION_RESULTS))
     def report(**context: Any) -> dict[str, Any]:
         """Log every case's checks with links to the Data Docs; fail unless all passed.
 

@@ -12,6 +12,8 @@ from typing import Any
 
 from airflow.sdk import task
 
+from spark_jobs.contracts.tables import TABLE_EXPERIMENT_METRICS
+from spark_jobs.control.orchestration.assets import tables
 from spark_jobs.control.orchestration.dag_shapes import periodic_dag
 from spark_jobs.control.orchestration.runs import run_url
 
@@ -19,7 +21,7 @@ from spark_jobs.control.orchestration.runs import run_url
 @periodic_dag("experiment_guardrails", __doc__, "*/5 * * * *", timeout=timedelta(minutes=5),
               retries=1, retry_delay=timedelta(seconds=20))
 def experiment_guardrails() -> None:
-    @task
+    @task(inlets=tables(TABLE_EXPERIMENT_METRICS))
     def check(**context: Any) -> list[dict[str, Any]]:
         """Judge the running experiments; the new drops alerted on are the XCom result."""
         from spark_jobs.results.guardrails import check_guardrails

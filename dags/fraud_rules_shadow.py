@@ -13,6 +13,7 @@ any range from `validation.start_date` on.
 
 from __future__ import annotations
 
+from spark_jobs.contracts.tables import TABLE_FRAUD_ALERTS
 from spark_jobs.control.orchestration.dag_shapes import daily_check_dag
 
 fraud_rules_shadow = daily_check_dag(
@@ -22,4 +23,5 @@ fraud_rules_shadow = daily_check_dag(
     readiness="spark_jobs.fraud.shadow.run",
     command=("rules", "check"),
     title="fraud rules check",
+    checks=TABLE_FRAUD_ALERTS,
 )

@@ -14,6 +14,7 @@ checks any range from `validation.start_date` on.
 
 from __future__ import annotations
 
+from spark_jobs.contracts.tables import TABLE_TRAINING_SAMPLES
 from spark_jobs.control.orchestration.dag_shapes import daily_check_dag
 
 training_samples_shadow = daily_check_dag(
@@ -23,4 +24,5 @@ training_samples_shadow = daily_check_dag(
     readiness="spark_jobs.samples.shadow.run",
     command=("samples", "shadow"),
     title="shadow validation",
+    checks=TABLE_TRAINING_SAMPLES,
 )

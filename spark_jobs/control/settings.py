@@ -37,6 +37,12 @@ class AlertSettings:
     email_to: tuple[str, ...] = setting([], Emails(), "addresses each alert is mailed to")
     webhook_timeout_ms: int = setting(
         "10s", Duration(minimum=1), "how long a webhook call may take")
+    webhook_conn_id: str | None = setting(
+        "tideline_webhook", OptionalText(), "Airflow connection of the webhook (HTTP: host "
+        "URL or host+schema+port, extra endpoint/headers); wins over webhook_url when defined")
+    smtp_conn_id: str | None = setting(
+        "tideline_smtp", OptionalText(), "Airflow SMTP connection the e-mails go through "
+        "(recipients: email_to, else its extra `to`); without it Airflow's [smtp] settings")
 
     @classmethod
     def finish(cls, values: dict[str, Any], done: Mapping[str, Any]) -> dict[str, Any]:
@@ -59,6 +65,9 @@ class AirflowSettings:
     database: str | None = setting(
         None, DatabaseUrl(), "SQLAlchemy URL of Airflow's metadata DB (default: airflow.db, "
         "SQLite, in the home; `tideline postgres start` prints a PostgreSQL one)")
+    spark_slots: int = setting(
+        1, PositiveInt(), "Spark batch applications Airflow runs at once (its pool "
+        "tideline_spark, beside the streaming jobs)")
 
     @classmethod
     def finish(cls, values: dict[str, Any], done: Mapping[str, Any]) -> dict[str, Any]:

@@ -135,6 +135,14 @@ class SubmittedCommandFailed(RuntimeError):
 RecomputeFailed = SubmittedCommandFailed  # the name the recomputation's callers know
 
 
+def alert_connections(settings: Settings) -> dict[str, str]:
+    """The alert channels' Airflow connections as AIRFLOW_CONN_* variables: a submitted
+    check alerts through the connections the task sees, which it cannot look up itself."""
+    from spark_jobs.control.alerts.connections import forwarded_environment
+
+    return forwarded_environment([settings.alerts.webhook_conn_id, settings.alerts.smtp_conn_id])
+
+
 def submit_recompute(settings: Settings, day: datetime.date) -> None:
     """spark-submit `tideline recompute --date DAY`, echo its output, raise on failure."""
     submit_cli(settings, ["recompute", "--date", day.isoformat()],
@@ -149,7 +157,8 @@ def submit_cli(settings: Settings, cli_args: list[str], app_name: str, what: str
         command = spark_submit_command(settings, cli_args, app_name=app_name)
         tail: deque[str] = deque(maxlen=LOG_TAIL_LINES)
         with subprocess.Popen(
-            command, env=frozen_environment(config), stdout=subprocess.PIPE,
+            command, env={**frozen_environment(config), **alert_connections(settings)},
+            stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, text=True, errors="replace",
         ) as process:
             assert process.stdout is not None

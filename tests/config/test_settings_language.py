@@ -53,9 +53,12 @@ OLD_DEFAULTS: dict[str, dict[str, Any]] = {
         "compact_every_batches": 50, "idle_timeout": "30s",
         "max_clock_skew": "1h", "max_message_bytes": 1048576, "state_buckets": 64,
     },
-    "alerts": {"webhook_url": None, "email_to": [], "webhook_timeout": "10s"},
+    "alerts": {"webhook_url": None, "email_to": [], "webhook_timeout": "10s",
+               # issue 17: channels as Airflow Connections
+               "webhook_conn_id": "tideline_webhook", "smtp_conn_id": "tideline_smtp"},
     "airflow": {"home": None, "host": "127.0.0.1", "port": 8080, "base_url": None,
-                "database": None},  # issue 16: Airflow's DB on the private PostgreSQL
+                "database": None,  # issue 16: Airflow's DB on the private PostgreSQL
+                "spark_slots": 1},  # issue 17: the tideline_spark pool
     "validation": {"max_drift": 0.02, "start_date": None, "data_docs": None},
     "monitor": {
         "stale_after": "3m", "max_lag": 100_000, "restart_limit": 3, "restart_window": "30m",

@@ -44,6 +44,16 @@ REQUESTS: dict[str, tuple[str, str | None, str | None, str | None]] = {
     "alerts_garbage_bearer": (ALERTS, "bearer", "garbage", None),
     "alerts_garbage_cookie_browser": (ALERTS, "cookie", "garbage", HTML),
     "alerts_no_role": (ALERTS, "cookie", "no_role", HTML),
+    "viewer_sees_jobs": ("/tideline/jobs", "bearer", "viewer", None),
+}
+# the jobs page's actions (POST): an unknown action, so a request let through changes nothing
+ACTION = "/tideline/jobs/filter_events/no_such_action"
+PAGE_HEADER = {"X-Tideline-Action": "1"}
+# name -> (credential, token, headers)
+ACTIONS: dict[str, tuple[str, str, dict[str, str]]] = {
+    "action_admin": ("bearer", "admin", PAGE_HEADER),
+    "action_admin_cookie_without_header": ("cookie", "admin", {}),
+    "action_viewer": ("bearer", "viewer", PAGE_HEADER),
 }
 
 
@@ -58,9 +68,11 @@ def answers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any
     migrated = run_airflow(env, "db", "migrate", timeout_s=MIGRATE_TIMEOUT_S)
     assert migrated.returncode == 0, output_tail(migrated)
 
-    names = list(REQUESTS)
+    names = [*REQUESTS, *ACTIONS]
     requests = [dict(zip(("path", "credential", "token", "accept"), REQUESTS[n], strict=True))
-                for n in names]
+                for n in REQUESTS]
+    requests += [{"path": ACTION, "method": "POST", "credential": credential, "token": token,
+                  "headers": headers} for credential, token, headers in ACTIONS.values()]
     (root / "requests.json").write_text(json.dumps(requests))
     probe = subprocess.run(
         [sys.executable, str(PROBE_SCRIPT), str(root / "requests.json"), str(root / "out.json")],
@@ -103,3 +115,11 @@ def test_a_forged_token_or_a_user_without_a_role_is_refused(answers):
     assert answers["alerts_garbage_cookie_browser"]["status"] == 303  # log in again
     assert answers["alerts_no_role"]["status"] == 403
     assert answers["alerts_no_role"]["body"] == '{"detail":"Forbidden"}'
+
+
+def test_job_actions_need_the_page_header_and_the_right_to_run_dags(answers):
+    assert answers["viewer_sees_jobs"]["status"] == 200  # a viewer sees the jobs page...
+    assert answers["action_viewer"]["status"] == 403  # ...but may not operate the jobs
+    assert answers["action_admin_cookie_without_header"]["status"] == 403  # another site's form
+    assert answers["action_admin"]["status"] == 404  # let through: the app knows no such action
+    assert "no action" in answers["action_admin"]["body"]

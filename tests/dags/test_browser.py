@@ -1,7 +1,8 @@
 """A person's path through the Airflow UI, in headless Chromium: log in with the generated
 password, see the seven DAGs, trigger `daily_validation` from its page, watch the run succeed,
-open the run's Validation tab (the Tideline plugin) with its Data Docs links. Screenshots of
-each step go to test-artifacts/ at the repo root.
+open the run's Validation tab (the Tideline plugin) with its Data Docs links, then the
+plugin's jobs and filtered validation pages. Screenshots of each step go to test-artifacts/
+at the repo root.
 
 A manual run from the UI carries a logical date (the moment of the click) and, with the
 DAG's data-interval timetable, the last complete day before it, which it validates.
@@ -138,3 +139,13 @@ def test_log_in_see_dags_trigger_validation_and_see_it_succeed(running_airflow, 
     assert browser.page_source.count('href="data-docs/validations/') == 9  # 3 cases x 3 checks
     browser.switch_to.default_content()
     screenshot(browser, "5-run-validation-tab")
+
+    # the plugin's pages as tables: the jobs with their state badges and links, the results
+    # filtered, each linked to its run in Airflow
+    browser.get(f"{url}/tideline/jobs")
+    wait.until(lambda d: "badge state-" in d.page_source and "DAG runs" in d.page_source)
+    screenshot(browser, "6-tideline-jobs")
+    browser.get(f"{url}/tideline/validation?result=passed")
+    wait.until(lambda d: "Airflow run" in d.page_source)
+    assert "/dags/daily_validation/runs/manual__" in browser.page_source
+    screenshot(browser, "7-validation-passed")

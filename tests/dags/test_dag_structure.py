@@ -112,8 +112,67 @@ def test_a_config_error_is_a_clear_dag_import_error(cli_airflow, tmp_path):
     broken.write_text("experiments: {window: 15}\n")  # a duration without a unit
     env = {**cli_airflow.env, "TIDELINE_CONFIG": str(broken)}
     errors = describe_dags(env, tmp_path / "dags.json")["import_errors"]
-    # ramp_snapshot.py too: its schedule is experiments.snapshot_interval
+    # ramp_snapshot.py too: its schedule is experiments.snapshot_interval; and
+    # experiment_guardrails.py: its inlet asset is a table of the configured lake
     assert sorted(path.rsplit("/", 1)[-1] for path in errors) == [
-        "daily_validation.py", "fraud_rules_shadow.py", "ramp_snapshot.py",
-        "streaming_jobs.py", "training_samples_shadow.py"]
+        "daily_validation.py", "experiment_guardrails.py", "fraud_rules_shadow.py",
+        "ramp_snapshot.py", "streaming_jobs.py", "training_samples_shadow.py"]
     assert all("experiments.window: 15 has no unit" in e for e in errors.values())
+
+
+SPARK_TASKS = {("daily_validation", "recompute"), ("fraud_rules_shadow", "compare"),
+               ("training_samples_shadow", "compare")}
+
+
+def test_every_spark_submitting_task_waits_for_the_spark_pool(dag_structure):
+    dags = dag_structure["dags"]
+    submitting = {(dag_id, task_id) for dag_id, dag in dags.items()
+                  for task_id in dag["spark_tasks"]}
+    assert submitting == SPARK_TASKS
+    pools = {(dag_id, task_id): pool for dag_id, dag in dags.items()
+             for task_id, pool in dag["pools"].items()}
+    assert {key for key, pool in pools.items() if pool == "tideline_spark"} == SPARK_TASKS
+    assert {pools[key] for key in pools.keys() - SPARK_TASKS} == {"default_pool"}
+
+
+def test_assets_trace_the_streaming_tables_through_the_recomputation_to_validation_results(
+        dag_structure):
+    dags = dag_structure["dags"]
+    daily = dags["daily_validation"]
+    assert daily["inlets"]["recompute"] == ["dead_letters", "raw_activations", "raw_events"]
+    assert daily["outlets"]["recompute"] == ["batch_experiment_metrics"]
+    for case in CASES:
+        assert daily["inlets"][f"validate_{case}"] == [
+            "batch_experiment_metrics", "experiment_metrics", "raw_activations", "raw_events"]
+        assert daily["outlets"][f"validate_{case}"] == ["validation_results"]
+    for dag_id, table in (("fraud_rules_shadow", "fraud_alerts"),
+                          ("training_samples_shadow", "training_samples")):
+        assert dags[dag_id]["inlets"]["compare"] == [table]
+        assert dags[dag_id]["outlets"]["compare"] == ["validation_results"]
+    # each streaming table reaches validation_results along the tasks' inlet -> outlet edges
+    edges = {(inlet, outlet) for dag in dags.values() for task_id, inlets in dag["inlets"].items()
+             for inlet in inlets for outlet in dag["outlets"][task_id]}
+    reached = {"raw_events"}
+    while grown := {outlet for inlet, outlet in edges if inlet in reached} - reached:
+        reached |= grown
+    assert reached == {"raw_events", "batch_experiment_metrics", "validation_results"}
+    lake = dag_structure["dags"]["daily_validation"]["assets"]["raw_events"].rsplit("/", 1)[0]
+    assert lake.startswith("file:///")  # the history lake's folder, as an absolute file URI
+    for dag in dags.values():
+        for name, uri in dag["assets"].items():
+            assert uri == f"{lake}/{name}"
+
+
+def test_tasks_that_do_not_alert_by_themselves_fail_through_the_alert_notifier(dag_structure):
+    dags = dag_structure["dags"]
+    notified = {(dag_id, task_id) for dag_id, dag in dags.items()
+                for task_id, names in dag["failure_callbacks"].items() if names}
+    for dag_id, dag in dags.items():
+        for task_id, names in dag["failure_callbacks"].items():
+            assert names in ([], ["AlertNotifier"]), (dag_id, task_id)
+    periodic = {(dag_id, task_id) for dag_id in ("ramp_snapshot", "experiment_guardrails",
+                                                 "maintenance")
+                for task_id in dags[dag_id]["tasks"]}
+    sensors = {("daily_validation", "wait_for_day_closed"), ("fraud_rules_shadow",
+               "wait_for_alerts"), ("training_samples_shadow", "wait_for_samples")}
+    assert notified == periodic | sensors | SPARK_TASKS

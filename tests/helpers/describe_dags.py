@@ -10,6 +10,21 @@ import json
 import sys
 from typing import Any
 
+SUBMIT_MODULE = "spark_jobs.control.submit"
+
+
+def submits_spark(task: Any) -> bool:
+    """Whether the task's function imports the spark-submit helpers."""
+    code = getattr(getattr(task, "python_callable", None), "__code__", None)
+    return code is not None and SUBMIT_MODULE in code.co_names
+
+
+def callback_names(task: Any) -> list[str]:
+    """Class names of the task's failure callbacks (notifier instances or functions)."""
+    callbacks = task.on_failure_callback or []
+    callbacks = callbacks if isinstance(callbacks, list) else [callbacks]
+    return sorted(type(c).__name__ for c in callbacks)
+
 
 def describe() -> dict[str, Any]:
     from airflow.dag_processing.dagbag import DagBag
@@ -25,6 +40,12 @@ def describe() -> dict[str, Any]:
             "max_active_runs": dag.max_active_runs,
             "start_date": dag.start_date.isoformat() if dag.start_date else None,
             "params": sorted(dag.params.keys()),
+            "pools": {task.task_id: task.pool for task in dag.tasks},
+            "spark_tasks": sorted(t.task_id for t in dag.tasks if submits_spark(t)),
+            "inlets": {t.task_id: sorted(a.name for a in t.inlets) for t in dag.tasks},
+            "outlets": {t.task_id: sorted(a.name for a in t.outlets) for t in dag.tasks},
+            "assets": {a.name: a.uri for t in dag.tasks for a in [*t.inlets, *t.outlets]},
+            "failure_callbacks": {t.task_id: callback_names(t) for t in dag.tasks},
             "tasks": {
                 task.task_id: {
                     "upstream": sorted(task.upstream_task_ids),

@@ -2,7 +2,8 @@
 TestClient and write what came back as JSON.
 
 Usage: probe_api_requests.py REQUESTS.json ANSWERS.json, where each request is
-{"path", "credential": "cookie" | "bearer" | null, "token": a name of TOKENS, "accept"}.
+{"path", "credential": "cookie" | "bearer" | null, "token": a name of TOKENS, "accept"},
+optionally "method" (GET by default) and "headers".
 Run in a subprocess with the Airflow environment: Airflow reads its configuration once per
 process, at import, so the test process never imports it.
 """
@@ -25,6 +26,7 @@ def tokens() -> dict[str, str]:
     return {
         "admin": manager.generate_jwt(SimpleAuthManagerUser(username="admin", role="ADMIN")),
         "no_role": manager.generate_jwt(SimpleAuthManagerUser(username="nobody", role=None)),
+        "viewer": manager.generate_jwt(SimpleAuthManagerUser(username="v", role="VIEWER")),
         "garbage": GARBAGE_TOKEN,
     }
 
@@ -33,13 +35,13 @@ def send(app: Any, known: dict[str, str], request: dict[str, Any]) -> dict[str, 
     from fastapi.testclient import TestClient
 
     client = TestClient(app, follow_redirects=False)
-    headers = {"accept": request.get("accept") or "*/*"}
+    headers = {"accept": request.get("accept") or "*/*", **request.get("headers", {})}
     token = known.get(request.get("token") or "")
     if request.get("credential") == "cookie" and token:
         client.cookies.set("_token", token)
     elif request.get("credential") == "bearer" and token:
         headers["authorization"] = f"Bearer {token}"
-    answer = client.get(request["path"], headers=headers)
+    answer = client.request(request.get("method", "GET"), request["path"], headers=headers)
     return {"status": answer.status_code, "location": answer.headers.get("location"),
             "body": answer.text[:5000]}
 

@@ -18,6 +18,10 @@ RETRIES = 4
 class AirflowApiError(RuntimeError):
     """An API call failed or a wait timed out; the message says which and why."""
 
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
 
 class AirflowClient:
     def __init__(self, base_url: str, username: str, password: str, timeout_s: float = 10.0):
@@ -49,7 +53,8 @@ class AirflowClient:
                 time.sleep(attempt)
                 continue
             if answer.is_error:
-                raise AirflowApiError(f"{method} {path}: HTTP {answer.status_code} {answer.text}")
+                raise AirflowApiError(f"{method} {path}: HTTP {answer.status_code} {answer.text}",
+                                      answer.status_code)
             return answer.json() if answer.content else None
         raise AirflowApiError(f"{method} {path}: no answer after {RETRIES} attempts")
 
@@ -63,6 +68,22 @@ class AirflowClient:
     def dag_ids(self) -> list[str]:
         """Ids of the DAGs Airflow has parsed (paused or not)."""
         return sorted(d["dag_id"] for d in self.dags())
+
+    def set_pool(self, name: str, slots: int, description: str) -> None:
+        """Create the pool, or set its slots and description when it exists."""
+        try:
+            self.request("POST", "/pools", json={"name": name, "slots": slots,
+                                                 "description": description})
+        except AirflowApiError as exc:
+            if exc.status != 409:
+                raise
+            # Airflow validates a pool's PATCH as a whole pool (name, slots, include_deferred)
+            self.request("PATCH", f"/pools/{name}",
+                         json={"pool": name, "slots": slots, "description": description,
+                               "include_deferred": False})
+
+    def pool(self, name: str) -> dict[str, Any]:
+        return self.request("GET", f"/pools/{name}")
 
     def import_errors(self) -> list[dict[str, Any]]:
         return self.request("GET", "/importErrors")["import_errors"]

@@ -1,4 +1,6 @@
-"""Task failure callbacks: a failed task that does not alert by itself still alerts.
+"""What a task failure alert says and sends: a failed task that does not alert by itself
+still alerts (the DAGs' failure callback is `notifier.AlertNotifier`, which calls this; this
+module stays free of Airflow, so its logic is tested without it).
 
 Validation tasks alert per failed check with the numbers; a crashed recomputation, a
 sensor that timed out waiting for the streaming job, or a failed maintenance or snapshot
@@ -27,9 +29,10 @@ def failure_alert_fields(context: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def alert_on_failure(context: Mapping[str, Any]) -> None:
-    """on_failure_callback: send an alert linking to the run; never raises. A failure whose
-    exception says `already_alerted` (its check sent a detailed alert) sends nothing more."""
+def send_failure_alert(context: Mapping[str, Any]) -> None:
+    """Send the alert of a failed task linking to its run; never raises. A failure whose
+    exception says `already_alerted` (its check sent a detailed alert) sends nothing more.
+    DAGs use it through `notifier.AlertNotifier`, Airflow's notifier form."""
     if getattr(context.get("exception"), "already_alerted", False):
         return
     try:

@@ -8,6 +8,8 @@
   the system's streaming job has closed the run's day.
 - `daily_check_dag`: a system's offline check (fraud rules, training samples): wait for the
   day, then spark-submit the system's `tideline ... --date D` check.
+- `spark_task`: the @task of every task that spark-submits a batch application: in the
+  pool `tideline_spark` (`pools.py`), so Airflow runs one at a time beside the streaming jobs.
 
 Airflow parses a file of the DAG folder only when its text says both "airflow" and "dag"
 (safe mode): a DAG file that only calls these helpers keeps a docstring that does.
@@ -22,7 +24,10 @@ from typing import Any
 
 from airflow.sdk import DAG, CronDataIntervalTimetable, Param, PokeReturnValue, dag, task
 
-from spark_jobs.control.orchestration.callbacks import alert_on_failure
+from spark_jobs.contracts.tables import TABLE_VALIDATION_RESULTS
+from spark_jobs.control.orchestration.assets import tables
+from spark_jobs.control.orchestration.notifier import alert_on_failure
+from spark_jobs.control.orchestration.pools import SPARK_POOL
 from spark_jobs.control.orchestration.runs import (
     DAY_PARAM,
     EPOCH,
@@ -31,6 +36,14 @@ from spark_jobs.control.orchestration.runs import (
     validation_start,
 )
 from spark_jobs.settings import load_settings
+
+
+def spark_task(**options: Any) -> Any:
+    """@task of a task that spark-submits a batch application: it waits for a slot of the
+    Spark pool, runs once at a time per DAG (a backfill starts up to 10 days at once), and
+    alerts when it fails; `options` are further @task arguments."""
+    return task(**{"pool": SPARK_POOL, "max_active_tis_per_dag": 1,
+                   "on_failure_callback": alert_on_failure, **options})
 
 
 def periodic_dag(dag_id: str, doc: str, schedule: str | timedelta, *, timeout: timedelta,
@@ -89,16 +102,17 @@ def wait_for_day_closed(task_id: str, readiness: str, doc: str) -> Any:
 
 
 def daily_check_dag(dag_id: str, doc: str, *, wait_task_id: str, wait_doc: str,
-                    readiness: str, command: Sequence[str], title: str) -> DAG:
+                    readiness: str, command: Sequence[str], title: str, checks: str) -> DAG:
     """A system's daily offline check: `wait_task_id` (see wait_for_day_closed), then
     `compare`, a spark-submit of `tideline COMMAND --date D` named after the command, which
-    stores its result and alerts on a mismatch itself. `title` names the check in the
-    submission's messages."""
+    stores its result in validation_results and alerts on a mismatch itself. `title` names
+    the check in the submission's messages, `checks` the streaming table it checks (the
+    task's inlet asset)."""
 
     @daily_dag(dag_id, doc, "check")
     def daily_check() -> None:
-        @task(task_id="compare", max_active_tis_per_dag=1, retries=0,
-              on_failure_callback=alert_on_failure)
+        @spark_task(task_id="compare", retries=0, inlets=tables(checks),
+                    outlets=tables(TABLE_VALIDATION_RESULTS))
         def compare(**context: Any) -> str:
             """spark-submit the check; a mismatch alerts with its numbers (exit 3), any other
             failure through the failure callback."""

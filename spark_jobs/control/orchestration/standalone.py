@@ -1,5 +1,7 @@
 """`airflow standalone` as a child process group: start, wait until healthy, stop everything.
 
+Once healthy, `prepare` creates what the DAGs need in Airflow's database (the Spark pool).
+
 Standalone spawns the scheduler, DAG processor, triggerer and API server, and the
 LocalExecutor forks task processes that move into process groups of their own. A SIGTERM to
 the parent alone leaves dozens of them behind, so the child starts in a new session and
@@ -123,6 +125,7 @@ class AirflowStandalone:
         )
         try:
             self.wait_healthy(timeout_s)
+            self.prepare()
         except BaseException:
             self.stop()
             raise
@@ -160,6 +163,16 @@ class AirflowStandalone:
             f"Airflow at {self.local_url} not healthy after {timeout_s:.0f} s ({last}); "
             f"log tail:\n{_log_tail(self.log_path)}"
         )
+
+    def prepare(self) -> None:
+        """Create what Tideline's DAGs need in Airflow's database (the Spark pool), sized by
+        the settings Airflow's tasks see."""
+        from spark_jobs.control.orchestration.airflow_api import AirflowClient
+        from spark_jobs.control.orchestration.pools import ensure_pools
+        from spark_jobs.settings import load_settings
+
+        with AirflowClient(self.local_url, ADMIN_USER, self.admin_password()) as client:
+            ensure_pools(client, load_settings(self.env))
 
     def admin_password(self) -> str:
         """The password the simple auth manager generated for the admin user."""

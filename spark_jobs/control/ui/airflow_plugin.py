@@ -3,9 +3,11 @@
 Mounts the /tideline FastAPI app on the Airflow API server and adds navigation entries
 plus a "Validation" tab on every DAG run listing that run's checks, each linked to its GX
 Data Docs page.
-The pages are read-only, and every request under /tideline (static Data Docs included)
-needs Airflow's login, checked by `require_airflow_login`: a mounted app gets no
-authentication from Airflow otherwise.
+Every request under /tideline (static Data Docs included) needs Airflow's login, checked
+by `require_airflow_login`: a mounted app gets no authentication from Airflow otherwise. The
+only requests that change anything, the jobs page's actions (POST), also need the right to
+run the streaming_jobs DAG (the DAG that supervises the jobs) and the page's own header, which
+a form of another site cannot send with the login cookie.
 """
 
 from __future__ import annotations
@@ -52,6 +54,26 @@ def _not_logged_in(request: Request, error: HTTPException) -> Response:
     return JSONResponse({"detail": error.detail}, error.status_code)
 
 
+ACTION_HEADER = "X-Tideline-Action"
+OPERATED_DAG = "streaming_jobs"
+
+
+def _may_act(request: Request, user: Any) -> bool:
+    """A job action: sent by the page (its header) for a user who may run the DAG that
+    supervises the jobs (Airflow's own permission on DAG runs)."""
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.models.resource_details import (
+        DagAccessEntity,
+        DagDetails,
+    )
+
+    if request.headers.get(ACTION_HEADER) != "1":
+        return False
+    return get_auth_manager().is_authorized_dag(
+        method="POST", access_entity=DagAccessEntity.RUN, details=DagDetails(id=OPERATED_DAG),
+        user=user)
+
+
 def require_airflow_login(app: FastAPI) -> FastAPI:
     """Refuse every request to `app` without a valid Airflow login allowed to see plugins."""
 
@@ -68,6 +90,8 @@ def require_airflow_login(app: FastAPI) -> FastAPI:
             return _not_logged_in(request, error)
         if not get_auth_manager().is_authorized_view(access_view=AccessView.PLUGINS, user=user):
             return JSONResponse({"detail": "Forbidden"}, 403)
+        if request.method not in ("GET", "HEAD") and not _may_act(request, user):
+            return JSONResponse({"detail": "Forbidden: not allowed to operate the jobs"}, 403)
         return await call_next(request)
 
     return app
