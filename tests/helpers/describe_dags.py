@@ -44,7 +44,8 @@ def describe() -> dict[str, Any]:
             "spark_tasks": sorted(t.task_id for t in dag.tasks if submits_spark(t)),
             "inlets": {t.task_id: sorted(a.name for a in t.inlets) for t in dag.tasks},
             "outlets": {t.task_id: sorted(a.name for a in t.outlets) for t in dag.tasks},
-            "assets": {a.name: a.uri for t in dag.tasks for a in [*t.inlets, *t.outlets]},
+            "assets": {a.name: {"uri": a.uri, "location": a.extra.get("location")}
+                       for t in dag.tasks for a in [*t.inlets, *t.outlets]},
             "failure_callbacks": {t.task_id: callback_names(t) for t in dag.tasks},
             "tasks": {
                 task.task_id: {
