@@ -121,7 +121,7 @@ def start_daemon(home: Path, name: str, main_class: str, arguments: Sequence[str
     return record
 
 
-def _session(record: DaemonRecord) -> list[psutil.Process]:
+def daemon_session(record: DaemonRecord) -> list[psutil.Process]:
     """The daemon and every live process of its session (executors it launched included)."""
     found = []
     for process in psutil.process_iter(["pid"]):
@@ -136,7 +136,7 @@ def stop_daemon(home: Path, name: str, grace_s: float = STOP_GRACE_S) -> bool:
     True when a live daemon was stopped."""
     record = read_record(home, name)
     was_alive = record is not None and process_of(record) is not None
-    members = _session(record) if was_alive and record is not None else []
+    members = daemon_session(record) if was_alive and record is not None else []
     for process in members:
         with contextlib.suppress(psutil.Error):
             process.send_signal(signal.SIGTERM)
@@ -155,7 +155,7 @@ def kill_daemon(record: DaemonRecord) -> None:
     workers), as when its machine is lost."""
     if process_of(record) is None:
         return
-    members = _session(record)
+    members = daemon_session(record)
     for process in members:
         with contextlib.suppress(psutil.Error):
             process.kill()

@@ -5,6 +5,7 @@ it pleases or while its executor runs a task of the job."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -13,9 +14,10 @@ import time
 from pathlib import Path
 
 import httpx
+import psutil
 import pyarrow as pa
 
-from spark_jobs.cluster.daemons import kill_daemon, read_record
+from spark_jobs.cluster.daemons import daemon_session, kill_daemon, read_record
 from spark_jobs.cluster.settings import ClusterSettings
 from spark_jobs.cluster.standalone import start_worker, worker_name
 from spark_jobs.control.submit import freeze_settings, frozen_environment
@@ -28,6 +30,7 @@ APP_TIMEOUT_S = 600
 # How tasks may fail when a worker is lost: with its executor, fetching the shuffle files it
 # held, or killed when their stage is resubmitted; anything else is a fault the retry hid.
 RECOVERY_FAILURES = {"ExecutorLostFailure", "FetchFailed", "TaskKilled"}
+FREEZE_SETTLE_S = 1.0  # a frozen executor's last status update reaches the driver by then
 
 
 def start_cli(settings: Settings, name: str, arguments: list[str], folder: Path
@@ -104,14 +107,40 @@ def busy_worker(cluster: ClusterSettings, settings: Settings, job: str) -> int |
 
 def lose_busy_worker(cluster: ClusterSettings, settings: Settings, job: str,
                      timeout_s: float = 120) -> int:
-    """lose_worker() the first worker seen running a task of the job: that task is lost with
-    it and must be retried elsewhere. Returns the worker's index."""
+    """lose_worker() a worker while its executor runs a task of the job: that task is lost
+    with it and must be retried elsewhere. Returns the worker's index.
+
+    A task seen running may end before the kill lands (tasks of a small batch take
+    milliseconds), so the worker's whole session is frozen (SIGSTOP) first and killed only if
+    the driver, given time for any status update already sent, still counts a task running
+    there; otherwise it is thawed and the search goes on."""
     deadline = time.monotonic() + timeout_s
-    while (index := busy_worker(cluster, settings, job)) is None:
-        assert time.monotonic() < deadline, f"no task of {job} seen running"
+    while True:
+        assert time.monotonic() < deadline, f"no task of {job} caught running"
+        index = busy_worker(cluster, settings, job)
+        if index is not None and _caught_running(cluster, settings, job, index):
+            lose_worker(cluster, index)
+            return index
         time.sleep(0.05)
-    lose_worker(cluster, index)
-    return index
+
+
+def _caught_running(cluster: ClusterSettings, settings: Settings, job: str, index: int
+                    ) -> bool:
+    """Freeze worker `index`'s session; True (left frozen) if a task of the job still runs
+    there in the driver's view a moment later, else thaw it and say False."""
+    record = read_record(Path(cluster.home), worker_name(index))
+    assert record is not None, f"worker {index} was never started"
+    members = daemon_session(record)
+    for process in members:
+        with contextlib.suppress(psutil.Error):
+            process.suspend()
+    time.sleep(FREEZE_SETTLE_S)
+    if busy_worker(cluster, settings, job) == index:
+        return True
+    for process in members:
+        with contextlib.suppress(psutil.Error):
+            process.resume()
+    return False
 
 
 def failed_tasks(settings: Settings, job: str) -> list[str]:
