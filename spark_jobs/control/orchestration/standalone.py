@@ -35,6 +35,8 @@ HEALTH_PATH = "/api/v2/monitor/health"
 COMPONENTS = ("metadatabase", "scheduler", "triggerer", "dag_processor")
 READY_TIMEOUT_S = 240.0
 STOP_GRACE_S = 20.0
+PREPARE_TIMEOUT_S = 60.0  # read timeout of the first API calls after Airflow is healthy
+PREPARE_ATTEMPTS = 3
 
 
 class AirflowStartError(RuntimeError):
@@ -171,8 +173,17 @@ class AirflowStandalone:
         from spark_jobs.control.orchestration.pools import ensure_pools
         from spark_jobs.settings import load_settings
 
-        with AirflowClient(self.local_url, ADMIN_USER, self.admin_password()) as client:
-            ensure_pools(client, load_settings(self.env))
+        # A cold API server's first requests (login, then the pool) can take tens of seconds
+        # while it parses DAGs on a busy machine: a long read timeout, and a retry.
+        for attempt in range(1, PREPARE_ATTEMPTS + 1):
+            try:
+                with AirflowClient(self.local_url, ADMIN_USER, self.admin_password(),
+                                   timeout_s=PREPARE_TIMEOUT_S) as client:
+                    ensure_pools(client, load_settings(self.env))
+                return
+            except httpx.TransportError:
+                if attempt == PREPARE_ATTEMPTS:
+                    raise
 
     def admin_password(self) -> str:
         """The password the simple auth manager generated for the admin user."""
