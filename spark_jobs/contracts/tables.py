@@ -47,6 +47,26 @@ EXPERIMENT_METRICS = Table(
     primary_key=("experiment_hash", "experiment_group", "period_start", "event_type",
                  "window_end"),
 )
+# Live results (issue 17): one row per group period and event type with the totals of every
+# record accepted so far, windows still open included, upserted every micro-batch by
+# experiment_metrics. Provisional: the final rows above are the exact ones; a provisional row
+# equals the final row of its period's last window once the watermark has passed it.
+# `watermark`: the event time (ms) up to which the batch that wrote it was final.
+TABLE_PROVISIONAL_METRICS = "experiment_metrics_provisional"
+PROVISIONAL_METRICS = Table(
+    TABLE_PROVISIONAL_METRICS,
+    (
+        Column("experiment_hash", STRING, nullable=False),
+        Column("experiment_group", STRING, nullable=False),
+        Column("period_start", LONG, nullable=False),
+        Column("event_type", STRING, nullable=False),
+        Column("is_control", BOOLEAN),
+        *(Column(name, LONG) for name in EXPERIMENT_METRIC_COLUMNS),
+        Column("watermark", LONG),
+        Column("updated_at", TIMESTAMP),  # stamped by the writer; kept last
+    ),
+    primary_key=("experiment_hash", "experiment_group", "period_start", "event_type"),
+)
 TABLE_BATCH_METRICS = "batch_experiment_metrics"  # the daily recomputation of the above
 BATCH_EXPERIMENT_METRICS = EXPERIMENT_METRICS.renamed(TABLE_BATCH_METRICS)
 
