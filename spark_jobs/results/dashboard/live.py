@@ -89,7 +89,7 @@ def live_look_end(lives: Sequence[_GroupLive], watermark: int | None, window_ms:
     within the latest period's last window."""
     after = [watermark] if watermark is not None else []
     after += [s[-1][0] for g in lives for s in g.final.values() if s]
-    after += [g.period_start - 1 for g in lives]
+    after += [g.period_start for g in lives]
     last = max(period_last_window(g.period_start, period_ms, window_ms) for g in lives)
     return min(window_end(max(after), window_ms), last)
 
