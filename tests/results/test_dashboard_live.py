@@ -124,3 +124,13 @@ def test_a_new_period_on_the_provisional_side_starts_the_live_series_afresh(sett
     live = results.find("exp_win").live
     assert (live.period_start, live.look_end, live.verdict.looks) == (
         START_MS + 24 * HOUR, START_MS + 25 * HOUR, 1)
+
+
+def test_a_new_provisional_version_keeps_the_final_verdicts_of_the_same_table_version(settings):
+    first = judged(settings, final(10), provisional(11, START_MS + 10 * HOUR))
+    again = build_results(final(10), [], settings, 3, provisional(12, START_MS + 10 * HOUR), 8,
+                          previous=first)
+    assert again.find("exp_win").verdict is first.find("exp_win").verdict
+    assert again.find("exp_win").live.verdict.triggered_users["control"] == 12 * 150
+    newer = build_results(final(11), [], settings, 4, provisional(12, None), 8, previous=first)
+    assert newer.find("exp_win").verdict.looks == 11

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
@@ -38,10 +39,10 @@ class LiveResult:
     verdict: ExperimentVerdict
 
 
-def counts(row: object) -> GroupCounts:
+def counts(row: Any) -> GroupCounts:
     """A metrics row's (final or provisional) counts."""
-    return GroupCounts(int(row.triggered_users), int(row.propensity),  # type: ignore[attr-defined]
-                       int(row.volume), int(row.volume_sum_squares))  # type: ignore[attr-defined]
+    return GroupCounts(int(row.triggered_users), int(row.propensity), int(row.volume),
+                       int(row.volume_sum_squares))
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,7 @@ def _group_lives(final: Sequence[GroupHistory], provisional: pd.DataFrame) -> li
         points = ({} if live_rows is None or int(live_rows["period_start"].iloc[0]) != period
                   else {str(r.event_type): counts(r) for r in live_rows.itertuples()})
         is_control = (history.is_control if history is not None
-                      else bool(live_rows["is_control"].iloc[-1]))  # type: ignore[index]
+                      else bool(live_rows["is_control"].iloc[-1]))
         lives.append(_GroupLive(group, is_control, period, series, points))
     return lives
 

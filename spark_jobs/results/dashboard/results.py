@@ -130,10 +130,11 @@ def _ms(timestamp: Any) -> int:
 
 
 def _experiment(experiment: str, final: pd.DataFrame | None, provisional: pd.DataFrame | None,
-                ramps: list[RampRow], settings: Settings, as_of: int | None
-                ) -> ExperimentResult | None:
+                ramps: list[RampRow], settings: Settings, as_of: int | None,
+                known: ExperimentVerdict | None = None) -> ExperimentResult | None:
     """One experiment's result; one known only by its provisional rows has its live
-    statistics and a verdict saying no window is final yet."""
+    statistics and a verdict saying no window is final yet. `known`: its final verdict
+    from the same final rows, when only the provisional ones changed."""
     period_ms = settings.experiments.period_ms
     planned_looks = math.ceil(period_ms / settings.experiments.window_ms) + 1
     histories = [] if final is None else _final_histories(experiment, final, ramps)
@@ -144,7 +145,8 @@ def _experiment(experiment: str, final: pd.DataFrame | None, provisional: pd.Dat
             experiment, period_start, period_start + period_ms,
             int(final["window_end"].max()),  # type: ignore[index]
             running=period_start + period_ms > (as_of or 0),
-            verdict=judge(experiment, histories, planned_looks, settings.stats), live=live)
+            verdict=known or judge(experiment, histories, planned_looks, settings.stats),
+            live=live)
     if live is None:
         return None
     waiting = dataclasses.replace(judge(experiment, [], planned_looks, settings.stats),
@@ -162,9 +164,10 @@ def _by_experiment(frame: pd.DataFrame) -> dict[str, pd.DataFrame]:
 
 def build_results(frame: pd.DataFrame, ramps: list[RampRow], settings: Settings,
                   table_version: int | None = None, provisional: pd.DataFrame | None = None,
-                  live_version: int | None = None) -> Results:
+                  live_version: int | None = None, previous: Results | None = None) -> Results:
     """Judge every experiment of a metrics frame and, live, of a provisional one (pure: the
-    tests call it on made-up rows)."""
+    tests call it on made-up rows). The final verdicts of `previous` are kept when it comes
+    from the same table version: a new provisional version costs only the live verdicts."""
     now_ms = int(time.time() * 1000)
     provisional = NO_PROVISIONAL_ROWS if provisional is None else provisional
     as_of = None if frame.empty else int(frame["window_end"].max())
@@ -174,7 +177,10 @@ def build_results(frame: pd.DataFrame, ramps: list[RampRow], settings: Settings,
             "max")
         current = frame[frame["period_start"] == latest].sort_values("window_end")
     finals, lives = _by_experiment(current), _by_experiment(provisional)
-    found = [_experiment(e, finals.get(e), lives.get(e), ramps, settings, as_of)
+    known = {} if previous is None or table_version is None or (
+        previous.table_version != table_version) else {
+        e.experiment_hash: e.verdict for e in previous.experiments if e.final}
+    found = [_experiment(e, finals.get(e), lives.get(e), ramps, settings, as_of, known.get(e))
              for e in sorted(set(finals) | set(lives))]
     experiments = sorted((e for e in found if e is not None),
                          key=lambda e: (not e.running, e.experiment_hash))
@@ -189,9 +195,10 @@ def _frame(table: DeltaTable | None, columns: list[str]) -> pd.DataFrame:
 
 
 def load_results(settings: Settings, table: DeltaTable | None = None,
-                 provisional: DeltaTable | None = None) -> Results:
+                 provisional: DeltaTable | None = None, previous: Results | None = None
+                 ) -> Results:
     """Read the tables (the ones given, already open, else the latest; a missing one has no
-    rows) and the ramps, and judge every experiment."""
+    rows) and the ramps, and judge every experiment (see `build_results` for `previous`)."""
     from spark_jobs.experiments.admin.metadata import read_ramps
 
     table = table or load_table(metrics_table_uri(settings))
@@ -201,7 +208,7 @@ def load_results(settings: Settings, table: DeltaTable | None = None,
     return build_results(
         _frame(table, COLUMNS), read_ramps(settings.metadata.url), settings,
         None if table is None else table.version(), _frame(provisional, PROVISIONAL_COLUMNS),
-        None if provisional is None else provisional.version())
+        None if provisional is None else provisional.version(), previous)
 
 
 class ResultsCache:
@@ -219,7 +226,7 @@ class ResultsCache:
         with self._lock:
             if self._results is None or (self._results.table_version,
                                          self._results.live_version) != versions:
-                self._results = load_results(self.settings, table, provisional)
+                self._results = load_results(self.settings, table, provisional, self._results)
             return self._results
 
 
