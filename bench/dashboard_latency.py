@@ -4,7 +4,9 @@ Production durations (3-day periods, 15-minute windows: 289 planned looks), N ex
 2 groups x 4 event types with a full period of windows each. Measured: judging every
 experiment from the table (cold, i.e. the first request after a new micro-batch), a poll when
 nothing changed (one Delta version lookup), and the HTTP API's latency for the list and for
-one experiment's detail, with their JSON sizes.
+one experiment's detail, with their JSON sizes; then the list's first answer after a new
+version of `experiment_metrics_provisional` (every experiment judged live as well: what a
+provisional row costs before the page can show it).
 
     .venv/bin/python -m bench.dashboard_latency [--experiments 20] [--requests 50]
 """
@@ -22,7 +24,12 @@ from typing import Any
 from bench.common import machine_info, percentiles, publish_result
 from spark_jobs.results.dashboard.results import ResultsCache, load_results
 from spark_jobs.results.dashboard.server import DashboardServer
-from spark_jobs.results.synthetic_metrics import KNOWN_EFFECTS, write_metrics
+from spark_jobs.results.synthetic_metrics import (
+    KNOWN_EFFECTS,
+    START_MS,
+    write_metrics,
+    write_provisional,
+)
 from spark_jobs.settings import load_settings
 
 NAME = "dashboard_latency"
@@ -73,6 +80,11 @@ def run(experiments: int, requests: int, root: str) -> dict[str, Any]:
         new_window = timed_ms(lambda: (write_metrics(settings, specs[:1], windows=windows,
                                                      ramps=False),
                                        fetch(server.url + "api/experiments")))
+        live_ms = []
+        for extra in range(3):  # each time a new provisional version, every experiment live
+            write_provisional(settings, specs, seed=1 + extra, windows=windows,
+                              watermark=START_MS + (windows - 1) * settings.experiments.window_ms)
+            live_ms.append(timed_ms(lambda: fetch(server.url + "api/experiments")))
     return {
         "experiments": experiments, "rows": rows, "windows_per_period": windows,
         "judge_all_ms": percentiles(cold, (50, 95)),
@@ -80,6 +92,7 @@ def run(experiments: int, requests: int, root: str) -> dict[str, Any]:
         "api_list_ms": percentiles(list_ms, (50, 95)), "api_list_bytes": list_bytes,
         "api_detail_ms": percentiles(detail_ms, (50, 95)), "api_detail_bytes": detail_bytes,
         "new_window_write_and_list_ms": round(new_window, 1),
+        "new_provisional_list_ms": percentiles(live_ms, (50, 95)),
     }
 
 
@@ -93,6 +106,8 @@ def summary(result: dict[str, Any]) -> list[str]:
         f"{result['api_list_bytes']} B",
         f"GET /api/experiments/<hash>: p50 {result['api_detail_ms']['p50']} ms, "
         f"{result['api_detail_bytes']} B",
+        f"first list after a new provisional version: p50 "
+        f"{result['new_provisional_list_ms']['p50']} ms",
     ]
 
 

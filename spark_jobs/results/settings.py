@@ -78,4 +78,4 @@ class DashboardSettings:
         "container)")
     port: int = setting(8050, Port(), "port of the results dashboard")
     refresh_ms: int = setting(
-        "10s", Duration(minimum=1000), "how often the dashboard page reloads its results")
+        "5s", Duration(minimum=1000), "how often the dashboard page reloads its results")

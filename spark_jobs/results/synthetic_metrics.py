@@ -1,5 +1,6 @@
 """A made-up `experiment_metrics` table with known effects: dashboard and guardrail tests,
-and the dashboard benchmark at production size.
+and the dashboard benchmark at production size; and its `experiment_metrics_provisional`
+rows (the live totals of open windows), for the dashboard's live results.
 
 Each window brings new triggered users to each group; a user has an event of a type with the
 group's rate and then 1 + Poisson(1) of them. Rows are cumulative like the real table's and
@@ -15,7 +16,12 @@ from datetime import UTC, datetime
 import numpy as np
 import pyarrow as pa
 
-from spark_jobs.contracts.tables import EXPERIMENT_METRICS, TABLE_EXPERIMENT_METRICS
+from spark_jobs.contracts.tables import (
+    EXPERIMENT_METRICS,
+    PROVISIONAL_METRICS,
+    TABLE_EXPERIMENT_METRICS,
+    TABLE_PROVISIONAL_METRICS,
+)
 from spark_jobs.experiments.admin.metadata import add_ramps
 from spark_jobs.experiments.core.metrics import EVENT_METRICS, TRIGGERED_USERS
 from spark_jobs.experiments.core.periods import RampRow
@@ -24,6 +30,7 @@ from spark_jobs.streaming.lake.delta import upsert_rows
 
 START_MS = 1_767_225_600_000  # 2026-01-01T00:00Z
 SCHEMA = EXPERIMENT_METRICS.arrow_schema()
+PROVISIONAL_SCHEMA = PROVISIONAL_METRICS.arrow_schema()
 
 
 @dataclass(frozen=True)
@@ -78,6 +85,39 @@ def metric_rows(experiment: SyntheticExperiment, window_ms: int, seed: int,
     return pa.Table.from_pydict(columns, schema=SCHEMA)
 
 
+def provisional_rows(experiment: SyntheticExperiment, window_ms: int, seed: int,
+                     windows: int, watermark: int | None, start_ms: int = START_MS
+                     ) -> pa.Table:
+    """The experiment's provisional rows once the records of its first `windows` windows
+    are in (the same series as `metric_rows` with the same seed): final rows exist up to
+    `watermark`, later windows are still open."""
+    final = metric_rows(experiment, window_ms, seed, start_ms, windows).to_pylist()
+    last = [row for row in final if row["window_end"] == start_ms + windows * window_ms]
+    rows = [{**row, "watermark": watermark} for row in last]
+    return pa.Table.from_pylist(rows, schema=PROVISIONAL_SCHEMA)
+
+
+def write_provisional(settings: Settings, experiments=KNOWN_EFFECTS, seed: int = 1,
+                      windows: int = 1, watermark: int | None = None,
+                      start_ms: int = START_MS) -> None:
+    """Upsert the experiments' provisional rows after `windows` windows, as experiment_metrics
+    does every micro-batch (seeds as `write_metrics`': the same series)."""
+    window_ms = settings.experiments.window_ms
+    tables = [provisional_rows(e, window_ms, seed + i, windows, watermark, start_ms)
+              for i, e in enumerate(experiments)]
+    upsert_rows(settings.lake.table(TABLE_PROVISIONAL_METRICS), pa.concat_tables(tables),
+                PROVISIONAL_METRICS.primary_key)
+
+
+def add_synthetic_ramps(settings: Settings, experiments=KNOWN_EFFECTS,
+                        start_ms: int = START_MS) -> None:
+    """The experiments' ramps at their period start, for the SRM check."""
+    add_ramps(settings.metadata.url, [
+        RampRow(e.name, group, start_ms, e.allocation[i], i == 0)
+        for e in experiments for i, group in enumerate(e.groups)
+    ])
+
+
 def write_metrics(settings: Settings, experiments=KNOWN_EFFECTS, seed: int = 1,
                   windows: int | None = None, start_ms: int = START_MS, ramps: bool = True
                   ) -> None:
@@ -88,10 +128,6 @@ def write_metrics(settings: Settings, experiments=KNOWN_EFFECTS, seed: int = 1,
               for i, e in enumerate(experiments)]
     upsert_rows(settings.lake.table(TABLE_EXPERIMENT_METRICS), pa.concat_tables(tables),
                 EXPERIMENT_METRICS.primary_key)
-    if not ramps:
-        return
-    add_ramps(settings.metadata.url, [
-        RampRow(e.name, group, start_ms, e.allocation[i], i == 0)
-        for e in experiments for i, group in enumerate(e.groups)
-    ])
+    if ramps:
+        add_synthetic_ramps(settings, experiments, start_ms)
 

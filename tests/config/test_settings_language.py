@@ -70,7 +70,7 @@ OLD_DEFAULTS: dict[str, dict[str, Any]] = {
         "srm_alpha": 0.001, "min_users": 100, "power": 0.8, "target_mde": 0.05,
         "guardrail_events": None,
     },
-    "dashboard": {"host": "127.0.0.1", "port": 8050, "refresh": "10s"},
+    "dashboard": {"host": "127.0.0.1", "port": 8050, "refresh": "5s"},
     "fraud": {
         "lateness": "2m", "alert_on_late_events": False, "bucket": "0", "state": "driver",
         "shards": 2, "snapshot_every": 500, "idle_timeout": "1s", "late_retention": "1h",

@@ -1,5 +1,5 @@
 """The Tideline pages in the Airflow UI need Airflow's login, like Airflow's own API: every
-path under /tideline, the static Data Docs included.
+path under /tideline, the static Data Docs and the results dashboard included.
 
 The requests go to Airflow's real API app (`create_app`, with the Tideline plugin loaded from
 its entry point) over a migrated SQLite home, in a subprocess (probe_api_requests.py).
@@ -18,6 +18,7 @@ import pytest
 from helpers.airflow_setup import MIGRATE_TIMEOUT_S, bare_setup, output_tail, run_airflow
 
 from spark_jobs.control.orchestration.environment import REPO_ROOT
+from spark_jobs.results.synthetic_metrics import KNOWN_EFFECTS, write_provisional
 
 pytestmark = pytest.mark.airflow
 
@@ -27,6 +28,8 @@ DOCS_TEXT = "<html>GX Data Docs of run1</html>"
 HTML = "text/html,application/xhtml+xml,*/*;q=0.8"
 ALERTS = "/tideline/alerts"
 DOCS = f"/tideline/data-docs/{DOCS_PAGE}"
+RESULTS = "/tideline/results/"
+RESULTS_API = f"{RESULTS}api/experiments"
 
 # name -> (path, credential, token, accept)
 REQUESTS: dict[str, tuple[str, str | None, str | None, str | None]] = {
@@ -45,6 +48,13 @@ REQUESTS: dict[str, tuple[str, str | None, str | None, str | None]] = {
     "alerts_garbage_cookie_browser": (ALERTS, "cookie", "garbage", HTML),
     "alerts_no_role": (ALERTS, "cookie", "no_role", HTML),
     "viewer_sees_jobs": ("/tideline/jobs", "bearer", "viewer", None),
+    "results_anonymous": (RESULTS, None, None, None),
+    "results_api_anonymous": (RESULTS_API, None, None, None),
+    "results_anonymous_browser": (RESULTS, None, None, HTML),
+    "results_garbage_bearer": (RESULTS_API, "bearer", "garbage", None),
+    "results_cookie": (RESULTS, "cookie", "admin", HTML),
+    "results_without_slash": (RESULTS.rstrip("/"), "cookie", "admin", HTML),
+    "results_api_viewer": (RESULTS_API, "bearer", "viewer", None),
 }
 # the jobs page's actions (POST): an unknown action, so a request let through changes nothing
 ACTION = "/tideline/jobs/filter_events/no_such_action"
@@ -65,6 +75,7 @@ def answers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any
     page = Path(settings.validation.data_docs) / DOCS_PAGE
     page.parent.mkdir(parents=True)
     page.write_text(DOCS_TEXT)
+    write_provisional(settings, KNOWN_EFFECTS[:1], windows=1)  # live results only
     migrated = run_airflow(env, "db", "migrate", timeout_s=MIGRATE_TIMEOUT_S)
     assert migrated.returncode == 0, output_tail(migrated)
 
@@ -123,3 +134,22 @@ def test_job_actions_need_the_page_header_and_the_right_to_run_dags(answers):
     assert answers["action_admin_cookie_without_header"]["status"] == 403  # another site's form
     assert answers["action_admin"]["status"] == 404  # let through: the app knows no such action
     assert "no action" in answers["action_admin"]["body"]
+
+
+def test_the_results_dashboard_is_behind_the_same_login(answers):
+    assert statuses(answers, "results_anonymous", "results_api_anonymous") == [401, 401]
+    assert answers["results_api_anonymous"]["body"] == '{"detail":"Not authenticated"}'
+    assert answers["results_garbage_bearer"]["status"] == 403
+    login = answers["results_anonymous_browser"]
+    assert login["status"] == 303 and urlsplit(login["location"]).path == "/auth/login"
+    assert urlsplit(parse_qs(urlsplit(login["location"]).query)["next"][0]).path == RESULTS
+    page = answers["results_cookie"]
+    assert page["status"] == 200 and "<title>Tideline · Experiment results</title>" in page["body"]
+    assert 'src="static/dashboard.js"' in page["body"]  # relative: resolved under the prefix
+    moved = answers["results_without_slash"]
+    assert moved["status"] in (307, 308) and urlsplit(moved["location"]).path == RESULTS
+    listed = answers["results_api_viewer"]
+    assert listed["status"] == 200, listed
+    (experiment,) = json.loads(listed["body"])["experiments"]
+    assert (experiment["hash"], experiment["final"]) == ("exp_win", False)
+    assert experiment["live"]["triggered_users"] == {"control": 150, "treatment": 150}

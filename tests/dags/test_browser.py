@@ -1,8 +1,9 @@
 """A person's path through the Airflow UI, in headless Chromium: log in with the generated
 password, see the seven DAGs, trigger `daily_validation` from its page, watch the run succeed,
 open the run's Validation tab (the Tideline plugin) with its Data Docs links, then the
-plugin's jobs and filtered validation pages. Screenshots of each step go to test-artifacts/
-at the repo root.
+plugin's jobs and filtered validation pages and the results dashboard it serves behind
+Airflow's login (the history lake's experiments with their verdicts). Screenshots of each
+step go to test-artifacts/ at the repo root.
 
 A manual run from the UI carries a logical date (the moment of the click) and, with the
 DAG's data-interval timetable, the last complete day before it, which it validates.
@@ -19,6 +20,7 @@ import pytest
 from helpers.airflow_setup import ARTIFACTS
 
 from spark_jobs.control.orchestration.environment import DAG_IDS
+from spark_jobs.results.verdicts import STATUSES
 
 pytestmark = pytest.mark.airflow
 
@@ -149,3 +151,11 @@ def test_log_in_see_dags_trigger_validation_and_see_it_succeed(running_airflow, 
     wait.until(lambda d: "Airflow run" in d.page_source)
     assert "/dags/daily_validation/runs/manual__" in browser.page_source
     screenshot(browser, "7-validation-passed")
+
+    # the results dashboard, served by the plugin under the same login: relative URLs, so its
+    # API and assets resolve under /tideline/results/
+    browser.get(f"{url}/tideline/results/")
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#experiments li[data-experiment]"))
+    wait.until(lambda d: d.find_element(By.ID, "verdict-label").text in STATUSES.values())
+    assert "cannot reach" not in browser.find_element(By.ID, "as-of").text
+    screenshot(browser, "8-experiment-results")

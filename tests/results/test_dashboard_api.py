@@ -15,7 +15,13 @@ import pytest
 from spark_jobs.results.dashboard.api import describe_test
 from spark_jobs.results.dashboard.results import load_results
 from spark_jobs.results.dashboard.server import DashboardServer
-from spark_jobs.results.synthetic_metrics import KNOWN_EFFECTS, START_MS, write_metrics
+from spark_jobs.results.synthetic_metrics import (
+    KNOWN_EFFECTS,
+    START_MS,
+    SyntheticExperiment,
+    write_metrics,
+    write_provisional,
+)
 from spark_jobs.results.verdicts import STATUSES
 from spark_jobs.settings import Settings, load_settings
 
@@ -139,6 +145,33 @@ def test_new_windows_invalidate_the_cache(make_settings):
         assert {e["hash"]: e["looks"] for e in after["experiments"]} == dict.fromkeys(EXPECTED, 12)
         detail = get_json(server.url + "api/experiments/exp_win")["experiment"]
         assert detail["latest_window_end"] == START_MS + 12 * HOUR
+
+
+def test_provisional_rows_bring_live_results_and_new_experiments(make_settings):
+    """experiment_metrics_provisional read beside the final table: missing at first (no live
+    results, no error), then live looks after the final ones and an experiment that has no
+    final window yet; each new version of it is picked up."""
+    settings: Settings = make_settings(**CONFIG)
+    write_metrics(settings, KNOWN_EFFECTS[:2], windows=10)
+    with DashboardServer(settings, port=0) as server:
+        before = get_json(server.url + "api/experiments")
+        assert before["live_version"] is None
+        assert [e["live"] for e in before["experiments"]] == [None, None]
+        write_provisional(settings, KNOWN_EFFECTS[:2], windows=12, watermark=START_MS + 10 * HOUR)
+        live = {e["hash"]: e["live"] for e in get_json(server.url + "api/experiments")[
+            "experiments"]}
+        assert {h: (e["status"], e["looks"]) for h, e in live.items()} == {
+            "exp_win": ("win", 11), "exp_guardrail": ("loss", 11)}
+        newcomer = SyntheticExperiment("exp_new", {"click": (0.2, 0.2)})
+        write_provisional(settings, [newcomer], windows=1)
+        after = get_json(server.url + "api/experiments")
+        assert after["live_version"] == 1 and after["as_of"] == before["as_of"]
+        new = next(e for e in after["experiments"] if e["hash"] == "exp_new")
+        assert (new["final"], new["reason"]) == (False, "no window is final yet: live results only")
+        assert new["live"]["triggered_users"] == {"control": 150, "treatment": 150}
+        detail = get_json(server.url + "api/experiments/exp_new")
+        assert detail["live"]["verdict"]["bands"]["control"]["click"]["propensity"][
+            "window_end"] == [START_MS + HOUR]
 
 
 def test_an_empty_lake_lists_nothing_and_the_page_still_loads(make_settings):

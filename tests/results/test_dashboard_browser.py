@@ -1,6 +1,8 @@
 """A person's look at the results dashboard, in headless Chromium: the experiments with their
 status badges, `#exp_win` deep-linked with its verdict, charts and bands, another experiment
 picked from the list, then new windows landing while the page is open: it refreshes by itself.
+And an experiment with provisional rows only: its live results marked as provisional, updated
+when a new provisional row lands, until its final windows take over.
 Screenshots go to test-artifacts/dashboard-*.png.
 """
 
@@ -11,8 +13,16 @@ from collections.abc import Iterator
 import pytest
 from helpers.browser import chromium, screenshot
 
+from spark_jobs.results.dashboard.results import NO_FINAL_WINDOW
 from spark_jobs.results.dashboard.server import DashboardServer
-from spark_jobs.results.synthetic_metrics import KNOWN_EFFECTS, START_MS, write_metrics
+from spark_jobs.results.synthetic_metrics import (
+    KNOWN_EFFECTS,
+    START_MS,
+    SyntheticExperiment,
+    add_synthetic_ramps,
+    write_metrics,
+    write_provisional,
+)
 from spark_jobs.results.verdicts import STATUSES
 
 pytestmark = pytest.mark.e2e
@@ -147,3 +157,47 @@ def test_an_empty_lake_shows_a_page_that_says_so(make_settings, browser):
         wait(browser, lambda d: css(d, "#no-experiments"))
         assert "no data yet" in css(browser, "#as-of")[0].text
         screenshot(browser, "dashboard-4-empty")
+
+
+def text_of(driver, selector: str) -> str | None:
+    found = css(driver, selector)
+    return found[0].text if found else None
+
+
+def test_live_results_are_marked_provisional_and_update_when_a_row_lands(make_settings,
+                                                                          browser):
+    settings = make_settings(**CONFIG)
+    live = SyntheticExperiment("exp_live", {"click": (0.20, 0.35), "impression": (0.6, 0.6)},
+                               users_per_window=(300, 300), windows=6)
+    write_provisional(settings, [live], windows=2)  # no window final yet
+    add_synthetic_ramps(settings, [live])
+    browser.get_log("browser")  # drop the earlier tests' messages
+    with DashboardServer(settings, port=0) as server:
+        browser.get(server.url)
+        wait(browser, lambda d: text_of(d, "#live-users") == "control 600 · treatment 600")
+        item = css(browser, "li[data-experiment='exp_live']")[0]
+        assert item.get_attribute("data-final") == "false"
+        assert item.find_element("css selector", ".tag.live").text == "live only"
+        assert css(browser, "#live .live-badge")[0].text == (
+            "Live · provisional, includes open windows")
+        assert text_of(browser, "#verdict-reason") == NO_FINAL_WINDOW
+        assert "no window final yet" in text_of(browser, "#live-updated")
+        assert len(css(browser, "#live-comparisons tbody tr")) == 4
+        assert css(browser, "#final-table")[0].get_attribute("hidden") is not None
+        screenshot(browser, "dashboard-provisional-1-live-only")
+
+        browser.execute_script("window.notReloaded = true")
+        write_provisional(settings, [live], windows=6)  # larger counts land
+        wait(browser, lambda d: text_of(d, "#live-users") == "control 1,800 · treatment 1,800")
+        wait(browser, lambda d: css(d, "#live")[0].get_attribute("data-status") == "win")
+        assert text_of(browser, "#live-status .status") == "significant win"
+        assert browser.execute_script("return window.notReloaded === true")
+        screenshot(browser, "dashboard-provisional-2-updated")
+
+        # the windows become final with the same totals: the final verdict, no duplicate
+        write_metrics(settings, [live], windows=6, ramps=False)
+        wait(browser, lambda d: shows(d, "exp_live", "win") and not css(d, "#live")[0]
+             .is_displayed())
+        assert text_of(browser, "#verdict-label") == "significant win"
+        screenshot(browser, "dashboard-provisional-3-final")
+        assert not [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]

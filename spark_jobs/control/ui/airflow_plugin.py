@@ -1,9 +1,11 @@
 """Airflow plugin (entry point `airflow.plugins`): Tideline's pages in the Airflow 3 UI.
 
-Mounts the /tideline FastAPI app on the Airflow API server and adds navigation entries
-plus a "Validation" tab on every DAG run listing that run's checks, each linked to its GX
-Data Docs page.
-Every request under /tideline (static Data Docs included) needs Airflow's login, checked
+Mounts the /tideline FastAPI app on the Airflow API server, with the experiment results
+dashboard under /tideline/results (the app `tideline dashboard` serves on 127.0.0.1 only),
+and adds navigation entries plus a "Validation" tab on every DAG run listing that run's
+checks, each linked to its GX Data Docs page.
+Every request under /tideline (static Data Docs and the dashboard included) needs Airflow's
+login, checked
 by `require_airflow_login`: a mounted app gets no authentication from Airflow otherwise. The
 only requests that change anything, the jobs page's actions (POST), also need the right to
 run the streaming_jobs DAG (the DAG that supervises the jobs) and the page's own header, which
@@ -21,8 +23,11 @@ from fastapi.responses import JSONResponse, RedirectResponse
 from starlette.responses import Response
 
 from spark_jobs.control.ui.pages import build_app
+from spark_jobs.results.dashboard.app import create_app
+from spark_jobs.settings import load_settings
 
 URL_PREFIX = "/tideline"
+RESULTS_PATH = "/results"  # the dashboard, under URL_PREFIX
 
 
 async def _airflow_user(request: Request) -> Any:
@@ -103,16 +108,27 @@ def _view(name: str, href: str, url_route: str, destination: str = "nav") -> dic
     return view | ({"category": "browse"} if destination == "nav" else {})
 
 
+def tideline_app() -> FastAPI:
+    """The pages and, mounted inside (so the same login check covers it), the dashboard:
+    a second plugin app under /tideline/results would never be reached, /tideline
+    matching first."""
+    settings = load_settings()
+    app = build_app(settings)
+    app.mount(RESULTS_PATH, create_app(settings))
+    return require_airflow_login(app)
+
+
 class TidelinePlugin(AirflowPlugin):
     name = "tideline"
     fastapi_apps: ClassVar[list[dict[str, Any]]] = [
-        {"app": require_airflow_login(build_app()), "url_prefix": URL_PREFIX, "name": "Tideline"}
+        {"app": tideline_app(), "url_prefix": URL_PREFIX, "name": "Tideline"}
     ]
     external_views: ClassVar[list[dict[str, Any]]] = [
         _view("Tideline jobs", "tideline/jobs", "tideline-jobs"),
         _view("Tideline alerts", "tideline/alerts", "tideline-alerts"),
         _view("Validation results", "tideline/validation", "tideline-validation"),
         _view("Data Docs", "tideline/data-docs/index.html", "tideline-data-docs"),
+        _view("Experiment results", "tideline/results/", "tideline-results"),
         # a tab on every DAG run; the UI fills in {RUN_ID}: that run's checks and Data Docs
         _view("Validation", "tideline/validation?run_id={RUN_ID}", "tideline-run-validation",
               destination="dag_run"),

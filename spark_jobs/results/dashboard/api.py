@@ -2,7 +2,8 @@
 
 The list carries one headline comparison per experiment so the page can show it without
 fetching every experiment's series; the detail is the whole experiment (`as_json`) plus what
-the page needs to describe the test and choose an event type.
+the page needs to describe the test and choose an event type. The live statistics (from the
+provisional rows) go under their own key, `live`, in both: the final ones stay what they are.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from spark_jobs.results.dashboard.live import LiveResult
 from spark_jobs.results.dashboard.results import ExperimentResult, Results, as_json
 from spark_jobs.results.verdicts import ExperimentVerdict, MetricResult
 from spark_jobs.settings import Settings
@@ -69,19 +71,37 @@ def plan_json(verdict: ExperimentVerdict, settings: Settings) -> dict[str, Any] 
     })
 
 
-def summary(result: ExperimentResult, settings: Settings) -> dict[str, Any]:
-    verdict = result.verdict
-    return as_json({
-        "hash": result.experiment_hash, "running": result.running,
-        "period_start": result.period_start, "period_end": result.period_end,
-        "latest_window_end": result.latest_window_end, "status": verdict.status,
-        "label": verdict.label, "reason": verdict.reason, "method": verdict.method,
-        "test": describe_test(verdict, settings), "looks": verdict.looks,
-        "planned_looks": verdict.planned_looks,
+def _verdict_json(verdict: ExperimentVerdict, settings: Settings) -> dict[str, Any]:
+    return {
+        "status": verdict.status, "label": verdict.label, "reason": verdict.reason,
+        "method": verdict.method, "test": describe_test(verdict, settings),
+        "looks": verdict.looks, "planned_looks": verdict.planned_looks,
         "comparisons": verdict.comparisons, "srm_p": verdict.srm_p,
         "triggered_users": verdict.triggered_users,
         "headline": _headline_json(headline(verdict), verdict.method),
         "plan": plan_json(verdict, settings),
+    }
+
+
+def live_json(live: LiveResult | None, settings: Settings, detail: bool = False
+              ) -> dict[str, Any] | None:
+    """The live statistics (provisional: open windows included), the whole verdict with its
+    series in the detail."""
+    if live is None:
+        return None
+    data = {"provisional": True, "updated_at": live.updated_at_ms, "watermark": live.watermark,
+            "look_end": live.look_end, "period_start": live.period_start,
+            **_verdict_json(live.verdict, settings)}
+    return as_json(data | ({"verdict": live.verdict} if detail else {}))
+
+
+def summary(result: ExperimentResult, settings: Settings) -> dict[str, Any]:
+    return as_json({
+        "hash": result.experiment_hash, "running": result.running, "final": result.final,
+        "period_start": result.period_start, "period_end": result.period_end,
+        "latest_window_end": result.latest_window_end,
+        **_verdict_json(result.verdict, settings),
+        "live": live_json(result.live, settings),
     })
 
 
@@ -89,6 +109,7 @@ def _header(results: Results, settings: Settings) -> dict[str, Any]:
     return {
         "as_of": results.as_of_ms, "loaded_at": results.loaded_at_ms,
         "table_version": results.table_version, "refresh_ms": settings.dashboard.refresh_ms,
+        "live_version": results.live_version, "live_updated_at": results.live_updated_at_ms,
         "method": settings.stats.method, "correction": settings.stats.correction,
         "alpha": settings.stats.alpha,
         "srm_alpha": settings.stats.srm_alpha,
@@ -102,10 +123,18 @@ def experiments_json(results: Results, settings: Settings) -> dict[str, Any]:
 
 def event_types(result: ExperimentResult, settings: Settings) -> list[str]:
     """The experiment's event types, critical ones first in the configured order."""
-    present = {m.event_type for m in result.verdict.metrics}
-    present |= {event for group in result.verdict.bands.values() for event in group}
+    verdicts = [result.verdict] + ([result.live.verdict] if result.live else [])
+    present = {m.event_type for v in verdicts for m in v.metrics}
+    present |= {event for v in verdicts for group in v.bands.values() for event in group}
     critical = [e for e in settings.experiments.critical_event_types if e in present]
     return critical + sorted(present - set(critical))
+
+
+def _final_json(result: ExperimentResult) -> dict[str, Any]:
+    """The experiment's final part (its live one goes under `live`)."""
+    data = as_json(dataclasses.replace(result, live=None))
+    del data["live"]
+    return data
 
 
 def experiment_json(results: Results, result: ExperimentResult, settings: Settings
@@ -115,5 +144,6 @@ def experiment_json(results: Results, result: ExperimentResult, settings: Settin
         "event_types": event_types(result, settings),
         "guardrail_events": list(settings.stats.guardrail_events),
         "metric_labels": METRIC_LABELS,
-        "experiment": as_json(result),
+        "experiment": _final_json(result),
+        "live": live_json(result.live, settings, detail=True),
     }

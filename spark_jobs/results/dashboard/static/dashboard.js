@@ -1,5 +1,9 @@
 /* Tideline experiment results: polls the API every refresh_ms and re-renders when the
-   results change (new table version or newer window). Times are epoch ms, shown in UTC. */
+   results change (new version of the final or the provisional table). Times are epoch ms,
+   shown in UTC. URLs are relative: the page works at / and under Airflow's /tideline/results/.
+   The final results are the verdict of record; the live ones (`live`, from the provisional
+   rows, open windows included) get their own marked block, and stand in for the final ones
+   only while an experiment has no final window yet. */
 "use strict";
 
 const GROUP_COLORS = ["#475467", "#1570ef", "#7a5af8", "#0e9384", "#dd2590", "#e04f16"];
@@ -130,7 +134,8 @@ function renderHeader(list, error) {
   }
   asOf.classList.remove("stale");
   if (!list) return;
-  const upTo = list.as_of === null ? "no data yet" : `data up to ${utc(list.as_of)} UTC`;
+  const upTo = list.as_of !== null ? `data up to ${utc(list.as_of)} UTC`
+    : list.live_updated_at !== null ? "no final window yet" : "no data yet";
   asOf.textContent = `updated ${clock(list.loaded_at)} UTC, ${upTo}`;
   asOf.title = `last checked ${clock(Date.now())} UTC; refreshes every ${list.refresh_ms / 1000} s`;
 }
@@ -151,18 +156,23 @@ function headlineTitle(h) {
     `${difference(h.metric, h.difference)}), p = ${pValue(h.p)}`;
 }
 
+/* An experiment without a final window yet is listed with its live status and headline. */
 function listItem(exp) {
+  const shown = exp.final ? exp : exp.live;
   return el("li", {
     className: `${exp.running ? "running" : "ended"}${exp.hash === state.selected ? " selected" : ""}`,
-    dataset: { experiment: exp.hash, status: exp.status, running: String(exp.running) },
+    dataset: { experiment: exp.hash, status: shown.status, running: String(exp.running),
+      final: String(exp.final), live: String(Boolean(exp.live)) },
   },
-  el("a", { href: `#${encodeURIComponent(exp.hash)}`, title: exp.reason },
+  el("a", { href: `#${encodeURIComponent(exp.hash)}`, title: shown.reason },
     el("div", { className: "item-row" },
       el("span", { className: "name" }, exp.hash),
-      statusBadge(exp.status, exp.label)),
+      statusBadge(shown.status, shown.label)),
     el("div", { className: "item-row" },
-      el("span", { className: "headline", title: headlineTitle(exp.headline) },
-        ...headlineText(exp.headline)),
+      el("span", { className: "headline", title: headlineTitle(shown.headline) },
+        ...headlineText(shown.headline)),
+      exp.live ? el("span", { className: "tag live", title: "provisional: open windows included" },
+        exp.final ? "live" : "live only") : null,
       exp.running ? null : el("span", { className: "tag ended" }, "ended"))));
 }
 
@@ -197,12 +207,17 @@ function showPlaceholder(text, isError = false) {
   document.getElementById("experiment").hidden = true;
 }
 
+function usersText(triggered) {
+  return Object.entries(triggered).map(([group, n]) => `${group} ${integer(n)}`).join(" · ");
+}
+
 function renderVerdict(detail) {
   const verdict = document.getElementById("verdict");
   verdict.dataset.status = detail.status;
   verdict.dataset.method = detail.method;
   document.getElementById("verdict-label").textContent = detail.label;
   document.getElementById("verdict-reason").textContent = detail.reason;
+  verdict.querySelector(".verdict-facts").hidden = !detail.final; // nothing final to describe
   document.getElementById("verdict-test").textContent = detail.test;
   document.getElementById("verdict-alpha").textContent = `α = ${detail.alpha}`;
   document.getElementById("verdict-srm-alpha").textContent = `(mismatch < ${detail.srm_alpha})`;
@@ -210,8 +225,7 @@ function renderVerdict(detail) {
     ? "n/a (no allocation)" : pValue(detail.srm_p);
   document.getElementById("verdict-looks").textContent =
     `${detail.looks} of ${detail.planned_looks} planned · ${detail.comparisons} comparisons`;
-  document.getElementById("verdict-users").textContent = Object.entries(detail.triggered_users)
-    .map(([group, n]) => `${group} ${integer(n)}`).join(" · ");
+  document.getElementById("verdict-users").textContent = usersText(detail.triggered_users);
   const plan = detail.plan;
   const planCell = document.getElementById("verdict-plan");
   planCell.dataset.progress = plan ? String(plan.progress) : "";
@@ -361,44 +375,75 @@ function renderTable(detail) {
     th.classList.toggle("decisive", th.dataset.p === method);
     th.title = th.dataset.p === method ? "the p-value the verdict uses" : "";
   }
-  const order = detail.event_types;
-  const metrics = [...detail.experiment.verdict.metrics].sort((a, b) =>
-    order.indexOf(a.event_type) - order.indexOf(b.event_type) ||
-    a.treatment_group.localeCompare(b.treatment_group) || a.metric.localeCompare(b.metric));
-  const groups = new Set(metrics.map((m) => m.treatment_group));
-  table.classList.toggle("single-group", groups.size <= 1);
+  const metrics = sortedMetrics(detail.experiment.verdict.metrics, detail.event_types);
+  table.classList.toggle("single-group", new Set(metrics.map((m) => m.treatment_group)).size <= 1);
   const rows = metrics.map((m) => {
     const decisive = (kind) => `num${kind === method ? " decisive" : ""}`;
-    const significance = m.significant
-      ? el("span", { className: `sig-${m.direction}` }, m.direction === "up" ? "↑ up" : "↓ down")
-      : el("span", { className: "muted" }, "—");
-    return el("tr", {
-      className: m.event_type === state.eventType ? "current" : null,
-      dataset: { eventType: m.event_type, metric: m.metric, group: m.treatment_group,
-        significant: String(m.significant), direction: m.direction || "",
-        guardrail: String(m.guardrail) },
-    },
-    el("td", { className: "group" }, m.treatment_group),
-    el("td", {}, m.event_type, " ", m.guardrail ? el("span", { className: "tag guardrail" },
-      "guardrail") : null),
-    el("td", {}, detail.metric_labels[m.metric] || m.metric),
-    el("td", { className: "num" }, metricValue(m.metric, m.control)),
-    el("td", { className: "num" }, metricValue(m.metric, m.treatment)),
-    el("td", { className: "num", dataset: { cell: "difference" } },
-      difference(m.metric, lastOf(m.difference)), " ", el("span", { className: "interval" },
-        `[${difference(m.metric, m.difference_low)}, ${difference(m.metric, m.difference_high)}]`)),
-    el("td", { className: "num", dataset: { cell: "lift" } }, lift(m.lift), " ",
-      el("span", { className: "interval" }, `[${lift(m.lift_low)}, ${lift(m.lift_high)}]`)),
-    el("td", { className: decisive("fixed") }, pValue(m.p_fixed)),
-    el("td", { className: decisive("bonferroni") }, pValue(m.p_bonferroni)),
-    el("td", { className: decisive("holm") }, pValue(m.p_holm)),
-    el("td", { className: decisive("bh") }, pValue(m.p_bh)),
-    el("td", { className: decisive("sequential") }, pValue(m.p_sequential)),
-    el("td", { className: "num", dataset: { cell: "plan" } }, m.plan
-      ? `±${percent(m.plan.mde, 1)} · ${percent(m.plan.power, 0)}` : "—"),
-    el("td", {}, significance));
+    return comparisonRow(m, detail,
+      el("td", { className: decisive("fixed") }, pValue(m.p_fixed)),
+      el("td", { className: decisive("bonferroni") }, pValue(m.p_bonferroni)),
+      el("td", { className: decisive("holm") }, pValue(m.p_holm)),
+      el("td", { className: decisive("bh") }, pValue(m.p_bh)),
+      el("td", { className: decisive("sequential") }, pValue(m.p_sequential)),
+      el("td", { className: "num", dataset: { cell: "plan" } }, m.plan
+        ? `±${percent(m.plan.mde, 1)} · ${percent(m.plan.power, 0)}` : "—"));
   });
   table.tBodies[0].replaceChildren(...rows);
+}
+
+function sortedMetrics(metrics, order) {
+  return [...metrics].sort((a, b) =>
+    order.indexOf(a.event_type) - order.indexOf(b.event_type) ||
+    a.treatment_group.localeCompare(b.treatment_group) || a.metric.localeCompare(b.metric));
+}
+
+/* One comparison's row: group, event type, metric, values, difference and lift, then the
+   given p-value cells, then its significance (shared by the final and the live table). */
+function comparisonRow(m, detail, ...pCells) {
+  const significance = m.significant
+    ? el("span", { className: `sig-${m.direction}` }, m.direction === "up" ? "↑ up" : "↓ down")
+    : el("span", { className: "muted" }, "—");
+  return el("tr", {
+    className: m.event_type === state.eventType ? "current" : null,
+    dataset: { eventType: m.event_type, metric: m.metric, group: m.treatment_group,
+      significant: String(m.significant), direction: m.direction || "",
+      guardrail: String(m.guardrail) },
+  },
+  el("td", { className: "group" }, m.treatment_group),
+  el("td", {}, m.event_type, " ", m.guardrail ? el("span", { className: "tag guardrail" },
+    "guardrail") : null),
+  el("td", {}, detail.metric_labels[m.metric] || m.metric),
+  el("td", { className: "num" }, metricValue(m.metric, m.control)),
+  el("td", { className: "num" }, metricValue(m.metric, m.treatment)),
+  el("td", { className: "num", dataset: { cell: "difference" } },
+    difference(m.metric, lastOf(m.difference)), " ", el("span", { className: "interval" },
+      `[${difference(m.metric, m.difference_low)}, ${difference(m.metric, m.difference_high)}]`)),
+  el("td", { className: "num", dataset: { cell: "lift" } }, lift(m.lift), " ",
+    el("span", { className: "interval" }, `[${lift(m.lift_low)}, ${lift(m.lift_high)}]`)),
+  ...pCells,
+  el("td", {}, significance));
+}
+
+/* The live block: the provisional statistics, when they add something to the final ones. */
+function renderLive(detail) {
+  const live = detail.live;
+  const section = document.getElementById("live");
+  section.hidden = !live;
+  if (!live) return;
+  section.dataset.status = live.status;
+  section.dataset.updatedAt = String(live.updated_at);
+  const upTo = live.watermark === null ? "no window final yet"
+    : `final windows up to ${utc(live.watermark)} UTC`;
+  document.getElementById("live-updated").textContent =
+    `updated ${utc(live.updated_at, true)} UTC · ${upTo}`;
+  document.getElementById("live-status").replaceChildren(statusBadge(live.status, live.label));
+  document.getElementById("live-reason").textContent = live.reason;
+  document.getElementById("live-users").textContent = usersText(live.triggered_users);
+  const table = document.getElementById("live-comparisons");
+  const metrics = sortedMetrics(live.verdict.metrics, detail.event_types);
+  table.classList.toggle("single-group", new Set(metrics.map((m) => m.treatment_group)).size <= 1);
+  table.tBodies[0].replaceChildren(...metrics.map((m) => comparisonRow(m, detail,
+    el("td", { className: "num decisive" }, pValue(m.p_verdict)))));
 }
 
 function renderDetail() {
@@ -415,7 +460,7 @@ function renderDetail() {
   // another experiment opens on the event type of its headline; a refresh keeps the choice
   if (state.eventTypeOf !== detail.hash || !detail.event_types.includes(state.eventType)) {
     state.eventTypeOf = detail.hash;
-    const headline = detail.headline;
+    const headline = detail.final ? detail.headline : detail.live.headline;
     state.eventType = headline && headline.significant && detail.event_types.includes(
       headline.event_type) ? headline.event_type : detail.event_types[0] || null;
   }
@@ -426,10 +471,15 @@ function renderDetail() {
   document.getElementById("experiment-name").textContent = detail.hash;
   document.getElementById("experiment-period").textContent =
     `period ${utc(detail.period_start)} → ${utc(detail.period_end)} UTC · ` +
-    `${detail.running ? "running" : "ended"} · latest window ${utc(detail.latest_window_end)}`;
+    `${detail.running ? "running" : "ended"} · ` + (detail.final
+      ? `latest window ${utc(detail.latest_window_end)}` : "no window final yet");
   renderVerdict(detail);
+  renderLive(detail);
   renderEventTypes(detail);
-  renderCharts(detail.experiment, state.eventType, detail.method);
+  // the charts of the final windows; of the live look while no window is final
+  const charted = detail.final ? detail.experiment : { verdict: detail.live.verdict };
+  renderCharts(charted, state.eventType, detail.method);
+  document.getElementById("final-table").hidden = !detail.final;
   renderTable(detail);
 }
 
@@ -471,7 +521,7 @@ async function poll() {
   try {
     const list = await getJSON("api/experiments");
     state.refreshMs = list.refresh_ms || state.refreshMs;
-    const key = `${list.table_version}|${list.as_of}|${list.loaded_at}`;
+    const key = `${list.table_version}|${list.live_version}|${list.as_of}|${list.loaded_at}`;
     if (key !== state.key) {
       state.key = key;
       state.list = list;
