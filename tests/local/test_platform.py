@@ -1,6 +1,8 @@
 """`tideline platform` (`make demo`) end to end: it prints where and how to log in, Airflow
 refuses anonymous requests and accepts the printed credentials, the Tideline pages need the
-login too, and Ctrl-C stops everything it started, exit status 0.
+login too, the dashboard shows experiment results (the first minutes of a new user: how long
+after the start is measured and recorded, test-artifacts/platform-first-results.json), and
+Ctrl-C stops everything it started, exit status 0.
 
 The platform runs as a user would start it, in a session of its own, with a config file
 that moves its lake, Airflow home and ports into tmp. The embedded broker's port is fixed
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import json
 import os
 import re
 import signal
@@ -41,10 +44,12 @@ from spark_jobs.settings import EMBEDDED_BROKER_PORT
 pytestmark = [pytest.mark.airflow, pytest.mark.e2e]
 
 READY_TIMEOUT_S = 240.0
+RESULTS_TIMEOUT_S = 300.0  # generous: the measured time is recorded, not asserted
 STOP_TIMEOUT_S = 120.0
 USERS = 200  # traffic of ~4 messages/s: the generator costs next to nothing
 BANNER = re.compile(
     r"Airflow UI : (?P<url>\S+)\n\s+user\s+: (?P<user>\S+)\n\s+password\s+: (?P<password>\S+)"
+    r"\n\s+dashboard\s+: (?P<dashboard>\S+)"
 )
 
 
@@ -54,6 +59,7 @@ class Platform:
     output: Path
     root: Path
     url: str = ""
+    dashboard: str = ""
     user: str = ""
     password: str = ""
     started_s: float = 0.0
@@ -104,7 +110,8 @@ def wait_for_banner(platform: Platform, timeout_s: float) -> None:
     while time.monotonic() < deadline:
         match = BANNER.search(platform.text())
         if match:
-            platform.url, platform.user, platform.password = match.group("url", "user", "password")
+            platform.url, platform.user, platform.password, platform.dashboard = match.group(
+                "url", "user", "password", "dashboard")
             return
         assert platform.process.poll() is None, f"platform exited:\n{platform.text()[-3000:]}"
         time.sleep(1.0)
@@ -209,6 +216,26 @@ def check_login(platform: Platform) -> None:
         assert api.get("/tideline/alerts", headers=bearer).status_code == 200
 
 
+def wait_for_first_results(platform: Platform, timeout_s: float) -> float:
+    """Seconds from the platform's start until the dashboard lists an experiment with results
+    (live or final); they are written to test-artifacts/ for BENCHMARKS.md."""
+    deadline = time.monotonic() + timeout_s
+    with httpx.Client(base_url=platform.dashboard, timeout=10.0) as dashboard:
+        while time.monotonic() < deadline:
+            answer = dashboard.get("/api/experiments")
+            if answer.status_code == 200 and answer.json()["experiments"]:
+                first_s = time.monotonic() - platform.started_s
+                listed = [e["hash"] for e in answer.json()["experiments"]]
+                ARTIFACTS.mkdir(exist_ok=True)
+                (ARTIFACTS / "platform-first-results.json").write_text(json.dumps(
+                    {"first_results_s": round(first_s, 1), "experiments": listed}))
+                return first_s
+            assert platform.process.poll() is None, f"platform exited:\n{platform.text()[-3000:]}"
+            time.sleep(1.0)
+    raise AssertionError(f"the dashboard showed no experiment {timeout_s:.0f} s after the "
+                         f"start:\n{platform.text()[-3000:]}")
+
+
 def press_ctrl_c(platform: Platform) -> float:
     """SIGINT to the platform's process group, as a terminal's Ctrl-C; returns how long the
     platform took to exit (status 0)."""
@@ -221,14 +248,16 @@ def press_ctrl_c(platform: Platform) -> float:
     return time.monotonic() - pressed
 
 
-def test_platform_prints_a_login_that_works_and_ctrl_c_stops_everything(platform):
+def test_platform_prints_a_working_login_shows_results_and_ctrl_c_stops_everything(platform):
     wait_for_banner(platform, READY_TIMEOUT_S)
     ready_s = time.monotonic() - platform.started_s
     check_login(platform)
+    first_s = wait_for_first_results(platform, RESULTS_TIMEOUT_S)
     stop_s = press_ctrl_c(platform)
     assert leftovers(platform, platform.seen) == []
     text = platform.text()
     for step in ("stopped traffic", "stopped dashboard", "stopped Airflow",
                  "stopped streaming jobs", "stopped broker"):
         assert step in text, text[-3000:]
-    print(f"platform ready after {ready_s:.0f} s, stopped in {stop_s:.0f} s")
+    print(f"platform ready after {ready_s:.0f} s, first results after {first_s:.0f} s, "
+          f"stopped in {stop_s:.0f} s")
