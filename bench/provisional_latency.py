@@ -67,9 +67,10 @@ def visible_in_table(settings: Settings) -> int:
     uri = settings.lake.table(TABLE_PROVISIONAL_METRICS)
     if not table_exists(uri):
         return 0
-    rows = read_arrow(uri, columns=["volume"], filters=[
-        ("experiment_hash", "=", PROBE_EXPERIMENT), ("event_type", "=", PROBE_TYPE)])
-    return max(rows["volume"].to_pylist(), default=0) or 0
+    rows = read_arrow(uri, columns=["experiment_hash", "event_type", "volume"]).to_pylist()
+    return max((r["volume"] for r in rows
+                if r["experiment_hash"] == PROBE_EXPERIMENT and r["event_type"] == PROBE_TYPE),
+               default=0) or 0
 
 
 def add_probe_ramp(settings: Settings, start_ms: int) -> None:
