@@ -369,7 +369,7 @@ def replay(
 
     def finish(user: int, state: UserMetricsState) -> int:
         nonlocal total_bytes
-        emitted = len(state.advance(watermark))
+        emitted = len(state.provisional()) + len(state.advance(watermark))
         total_bytes -= sizes.pop(user, 0)
         if state.is_empty():
             states.pop(user, None)

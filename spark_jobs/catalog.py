@@ -15,6 +15,7 @@ from spark_jobs.contracts.tables import (
     TABLE_EXPERIMENT_METRICS,
     TABLE_FRAUD_ALERTS,
     TABLE_ORPHAN_ENGAGEMENTS,
+    TABLE_PROVISIONAL_METRICS,
     TABLE_RAW_ACTIVATIONS,
     TABLE_RAW_EVENTS,
     TABLE_TRAINING_SAMPLES,
@@ -66,7 +67,7 @@ JOBS: tuple[Job, ...] = (  # pipeline order: the monitor starts and lists them i
         "experiment_metrics", "experiments", "spark_jobs.experiments.jobs.experiment_metrics",
         "cumulative volume, propensity and triggered users per window",
         inputs=(TOPIC_FILTERED_EVENTS, TOPIC_FILTERED_ACTIVATIONS),
-        tables=(TABLE_EXPERIMENT_METRICS, TABLE_DEAD_LETTERS),
+        tables=(TABLE_EXPERIMENT_METRICS, TABLE_PROVISIONAL_METRICS, TABLE_DEAD_LETTERS),
     ),
     Job(
         "fraud_rules", "fraud", "spark_jobs.fraud.jobs.fraud_rules",

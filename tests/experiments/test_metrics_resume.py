@@ -8,13 +8,17 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from spark_jobs.experiments.core.group_windows import MetricRow
+from spark_jobs.experiments.core.metrics import counts_of
+from spark_jobs.experiments.core.user_metrics import Delta
 from spark_jobs.experiments.jobs.experiment_metrics import (
     PRIMARY_KEY,
     commit_info,
     metrics_table,
     read_metric_rows,
 )
-from spark_jobs.streaming.lake.delta import compact, merge_once
+from spark_jobs.experiments.jobs.provisional_table import LiveTable
+from spark_jobs.settings import load_settings
+from spark_jobs.streaming.lake.delta import compact, merge_once, read_arrow
 
 pytestmark = pytest.mark.integration
 
@@ -51,3 +55,27 @@ def test_a_lineage_resumes_from_its_own_newest_rows_not_the_tables(tmp_path):
 
 def test_no_table_means_nothing_to_resume(tmp_path):
     assert read_metric_rows(str(tmp_path / "none"), "experiment_metrics@q") == []
+
+
+def test_live_totals_resume_from_their_rows_and_skip_a_batch_the_table_holds(tmp_path):
+    """A crash after the provisional commit of batch 1 but before the marker's replays batch
+    1: its deltas are in the resumed totals already and must not be folded again."""
+    uri = str(tmp_path / "experiment_metrics_provisional")
+    experiments = load_settings(environ={}, overrides={"experiments": {
+        "period": "1h", "window": "5m", "critical_event_types": ["click", "save"]}}).experiments
+    trig = Delta("x", "t", 0, False, None, None, 1)
+    click = Delta("x", "t", 0, False, "click", None, 0, counts_of(volume=1, propensity=1,
+                                                                 volume_sum_squares=1))
+    first = LiveTable(uri, "experiment_metrics@q", experiments)
+    assert first.commit([trig, click], 0, 0) and first.commit([click], 0, 1)
+    assert not first.commit([], 0, 2)  # nothing changed: no commit
+    compact(uri)
+
+    restarted = LiveTable(uri, "experiment_metrics@q", experiments)
+    assert not restarted.commit([click], 0, 1)  # the replay
+    assert restarted.commit([click], 0, 2)
+    rows = read_arrow(uri).to_pandas().set_index("event_type")
+    assert rows.loc["click", ["triggered_users", "volume"]].tolist() == [1, 3]
+    assert rows.loc["save", ["triggered_users", "volume"]].tolist() == [1, 0]
+    assert LiveTable(uri, "experiment_metrics@other", experiments).commit([click], 0, 0)
+    assert read_arrow(uri).to_pandas().set_index("event_type").loc["click", "volume"] == 1

@@ -17,10 +17,12 @@ import pytest
 import yaml
 from helpers.jobs import run_available_now
 from reference.metrics_reference import experiment_metrics as reference_metrics
+from reference.metrics_reference import recompute
 
 from spark_jobs.experiments.admin.metadata import add_ramps
 from spark_jobs.experiments.admin.snapshot import publish_snapshot
 from spark_jobs.experiments.core.periods import RampRow
+from spark_jobs.experiments.core.tumbling_windows import period_last_window
 from spark_jobs.experiments.traffic import MALFORMED, TrafficSpec, generate, produce
 from spark_jobs.local.broker import EmbeddedBroker
 from spark_jobs.settings import load_settings
@@ -117,6 +119,53 @@ def test_malformed_messages_are_dead_lettered_and_nothing_is_late(pipeline):
     assert not dead.duplicated(["topic", "partition", "offset"]).any()
 
 
+LIVE_KEY = ["experiment_hash", "experiment_group", "period_start", "event_type"]
+
+
+def _expected_provisional(pipeline) -> pd.DataFrame:
+    """The live totals of every accepted record (nothing is late here): per group period the
+    users with a first trigger, per type Σ per_user(c), c = the user's clean events with
+    first_trigger <= ts < period end, windows still open included."""
+    records, cfg = pipeline["records"], pipeline["settings"].experiments
+    result = recompute([r.value for r in records if r.topic == "events"],
+                       [r.value for r in records if r.topic == "experiment_activations"],
+                       pipeline["ramps"], cfg, pipeline["watermark"])
+    group = LIVE_KEY[:3]
+    joined = result.clean_events.merge(result.first_triggers, on="user_id")
+    counted = joined[(joined.ts >= joined.first_trigger)
+                     & (joined.ts < joined.period_start + cfg.period_ms)]
+    c = counted.groupby([*LIVE_KEY, "user_id"]).size().rename("volume").reset_index()
+    c = c.assign(propensity=1, volume_sum_squares=c.volume ** 2)
+    sums = c.groupby(LIVE_KEY, as_index=False)[VALUES[2:]].sum()
+    triggered = result.first_triggers.groupby([*group, "is_control"]).size()
+    grid = triggered.rename("triggered_users").reset_index().merge(
+        pd.DataFrame({"event_type": list(cfg.critical_event_types)}), how="cross")
+    table = grid.merge(sums, on=LIVE_KEY, how="left").fillna(0)
+    return table[LIVE_KEY + VALUES].sort_values(LIVE_KEY).reset_index(drop=True)
+
+
+def _live(settings) -> pd.DataFrame:
+    table = read_arrow(settings.lake.table("experiment_metrics_provisional")).to_pandas()
+    return table[LIVE_KEY + VALUES].sort_values(LIVE_KEY).reset_index(drop=True)
+
+
+def test_provisional_rows_hold_every_record_and_end_as_the_final_rows(pipeline):
+    settings = pipeline["settings"]
+    table = read_arrow(settings.lake.table("experiment_metrics_provisional")).to_pandas()
+    assert (table.watermark <= pipeline["watermark"]).all()
+    live = _live(settings)
+    expected = _expected_provisional(pipeline)
+    pd.testing.assert_frame_equal(live, expected.astype(live.dtypes.to_dict()))
+    # a period whose last window is final: its live row is that window's final row
+    cfg = settings.experiments
+    final = _metrics(settings)
+    last = period_last_window(final.period_start, cfg.period_ms, cfg.window_ms)
+    final = final[final.window_end == last].drop(columns="window_end")
+    assert len(final) > 0
+    closed = live.merge(final[LIVE_KEY], on=LIVE_KEY)
+    pd.testing.assert_frame_equal(closed, final.reset_index(drop=True))
+
+
 def _start_metrics_job(config_path: Path, log_path: Path) -> subprocess.Popen:
     env = {**os.environ, "TIDELINE_CONFIG": str(config_path)}
     with log_path.open("ab") as log:
@@ -164,3 +213,4 @@ def test_sigkilled_metrics_job_resumes_without_loss_or_duplicates(pipeline):
     resumed = _metrics(settings)
     assert not resumed.duplicated(KEY).any()
     pd.testing.assert_frame_equal(resumed, _metrics(pipeline["settings"]))
+    pd.testing.assert_frame_equal(_live(settings), _live(pipeline["settings"]))  # once each

@@ -16,6 +16,18 @@ growth of each counted metric (core/metrics.py) while the user's count of the ty
 c - n to c in that window; triggered-user deltas have event_type None and no counts. The
 loop over events is the job's hot path (BENCHMARKS.md), so it only counts n and c, and the
 metrics are computed once per user, event type and window.
+
+Provisional deltas (`provisional`) feed experiment_metrics_provisional, the live totals of
+windows still open: per membership and event type, `live` is the count c of the user's clean
+events with first_trigger <= ts < period end, pending ones included. It is kept as records
+arrive (an event bumps it in every membership it counts for; a new membership or a lower
+first trigger adds the pending events it now covers), so a micro-batch costs one comparison
+per accepted event and membership, never a pass over the pending events per user. Live
+counts never decrease, so each provisional delta `per_user(live) - per_user(reported)` is
+>= 0, and once a period's last window is out they sum to the final deltas of that period.
+What was reported is implicit: `provisional` is called whenever the state was loaded, so at
+every save live == reported, and only the changes of one load (`changed`, `joined`) are kept
+in memory, never persisted.
 """
 
 from __future__ import annotations
@@ -54,7 +66,7 @@ class Delta:
     period_start: int
     is_control: bool
     event_type: str | None
-    window_end: int
+    window_end: int | None  # None: a provisional delta (its windows may still be open)
     triggered: int = 0
     counts: tuple[int, ...] = NO_COUNTS  # one per counted metric, in EVENT_METRICS order
 
@@ -71,18 +83,23 @@ class Membership:
     first_trigger: int
     trigger_emitted: bool = False
     counts: dict[str, int] = field(default_factory=dict)
+    live: dict[str, int] = field(default_factory=dict)  # counts + the pending counted events
 
 
 class UserMetricsState:
     """Everything kept for one user; `advance(watermark)` emits the deltas of closed windows."""
 
-    __slots__ = ("memberships", "params", "pending", "seen")
+    __slots__ = ("changed", "joined", "memberships", "params", "pending", "seen")
 
     def __init__(self, params: MetricParams) -> None:
         self.params = params
         self.memberships: dict[GroupKey, Membership] = {}
         self.pending: list[tuple[int, str]] = []  # clean events whose window is still open
         self.seen: dict[tuple[str, int], None] = {}  # dedup keys (event_type, ts)
+        # since the last `provisional`: the live count each changed (membership, type) had
+        # (what was reported), and the memberships not reported yet
+        self.changed: dict[tuple[GroupKey, str], int] = {}
+        self.joined: list[GroupKey] = []
 
     # -- input ---------------------------------------------------------------------------
     def add_activation(
@@ -97,8 +114,13 @@ class UserMetricsState:
         key = (experiment_hash, group, period_start)
         member = self.memberships.get(key)
         if member is None:
-            self.memberships[key] = Membership(is_control, ts)
+            member = self.memberships[key] = Membership(is_control, ts)
+            self.joined.append(key)
+            self._cover_pending(key, member, ts, period_start + self.params.period_ms)
         elif ts < member.first_trigger:
+            # events of [ts, old first trigger) still pending now count (older ones are
+            # behind the watermark: their windows closed, and so would this activation's)
+            self._cover_pending(key, member, ts, member.first_trigger)
             member.first_trigger = ts
         return Outcome.ACCEPTED
 
@@ -111,7 +133,42 @@ class UserMetricsState:
             return Outcome.DUPLICATE
         self.seen[dedup_key] = None
         self.pending.append((ts, event_type))
+        period = self.params.period_ms
+        for key, member in self.memberships.items():
+            if member.first_trigger <= ts < key[2] + period:
+                self._grow(key, member, event_type)
         return Outcome.ACCEPTED
+
+    def _grow(self, key: GroupKey, member: Membership, event_type: str) -> None:
+        live = member.live
+        before = live.get(event_type, 0)
+        live[event_type] = before + 1
+        self.changed.setdefault((key, event_type), before)
+
+    def _cover_pending(self, key: GroupKey, member: Membership, low: int, high: int) -> None:
+        """Count in `live` the pending events with low <= ts < high (high <= period end)."""
+        for ts, event_type in self.pending:
+            if low <= ts < high:
+                self._grow(key, member, event_type)
+
+    def provisional(self) -> list[Delta]:
+        """What the user adds to the live totals since the last call: triggered 1 for a new
+        membership, and per changed (membership, event type) the growth of each counted
+        metric (window_end None). Call it whenever the state was loaded, before `advance`
+        expires memberships."""
+        deltas = [
+            Delta(key[0], key[1], key[2], self.memberships[key].is_control, None, None, 1)
+            for key in self.joined if key in self.memberships
+        ]
+        for (key, event_type), before in self.changed.items():
+            member = self.memberships.get(key)
+            if member is not None:
+                now = member.live[event_type]
+                deltas.append(Delta(key[0], key[1], key[2], member.is_control, event_type,
+                                    None, 0, window_counts(now - before, now)))
+        self.joined = []
+        self.changed = {}
+        return deltas
 
     # -- progress ------------------------------------------------------------------------
     def advance(self, watermark_ms: int) -> list[Delta]:
@@ -195,7 +252,7 @@ class UserMetricsState:
     # -- persistence ---------------------------------------------------------------------
     def to_bytes(self) -> bytes:
         members = {
-            k: (m.is_control, m.first_trigger, m.trigger_emitted, m.counts)
+            k: (m.is_control, m.first_trigger, m.trigger_emitted, m.counts, m.live)
             for k, m in self.memberships.items()
         }
         return pickle.dumps(
@@ -210,4 +267,15 @@ class UserMetricsState:
             state.memberships = {k: Membership(*v) for k, v in members.items()}
             state.pending = pending
             state.seen = dict.fromkeys(seen)
+            for key, member in state.memberships.items():
+                if len(members[key]) == 4:  # saved before provisional rows: none reported
+                    state._report_all(key, member)
         return state
+
+    def _report_all(self, key: GroupKey, member: Membership) -> None:
+        """Live counts of a membership saved without them, all to be reported as new."""
+        self.joined.append(key)
+        for event_type, count in member.counts.items():
+            member.live[event_type] = count
+            self.changed[(key, event_type)] = 0
+        self._cover_pending(key, member, member.first_trigger, key[2] + self.params.period_ms)

@@ -9,23 +9,33 @@ The seed's aggregation job, top to bottom:
    arriving after its events still counts), per-user counts; it emits per-window deltas
    of each metric (core/metrics.py) once windows close;
 3. the driver folds the deltas into cumulative, contiguous window rows (numerator and
-   denominator computers) and upserts them into `experiment_metrics` exactly once.
+   denominator computers) and upserts them into `experiment_metrics` exactly once;
+4. the users' provisional deltas (every accepted record, windows still open included) are
+   folded into live totals per group period (core/provisional.py) and upserted into
+   `experiment_metrics_provisional` first, exactly once as well: a batch that table already
+   holds (a crash before the marker's commit) is not folded again when replayed.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from spark_jobs.contracts.tables import EXPERIMENT_METRICS, TABLE_EXPERIMENT_METRICS
+from spark_jobs.contracts.tables import (
+    EXPERIMENT_METRICS,
+    TABLE_EXPERIMENT_METRICS,
+    TABLE_PROVISIONAL_METRICS,
+)
 from spark_jobs.contracts.topics import TOPIC_FILTERED_ACTIVATIONS, TOPIC_FILTERED_EVENTS
 from spark_jobs.experiments.core.group_windows import GroupWindows, MetricRow
 from spark_jobs.experiments.core.metrics import COUNT_COLUMNS
 from spark_jobs.experiments.core.user_metrics import Delta, MetricParams
+from spark_jobs.experiments.jobs.lineage import COMMIT_APP, COMMIT_STAMP, lineage_info
+from spark_jobs.experiments.jobs.provisional_table import LiveTable
 from spark_jobs.experiments.processors.metrics_processor import (
     INPUT_FIELDS,
     SOURCE_ACTIVATION,
@@ -79,9 +89,10 @@ def build(spark: SparkSession, settings: Settings) -> DataFrame:
         both, settings.jobs.state_buckets)
 
 
-def deltas_of(table: pa.Table) -> list[Delta]:
-    """Sum the per-user deltas of a batch by (group period, event type, window)."""
-    deltas = rows_of_kind(table, "delta")
+def deltas_of(table: pa.Table, kind: str = "delta") -> list[Delta]:
+    """Sum the per-user deltas of a batch by (group period, event type, window); `kind`
+    "provisional": the provisional ones (window_end null)."""
+    deltas = rows_of_kind(table, kind)
     if deltas.num_rows == 0:
         return []
     keys = ["experiment_hash", "experiment_group", "period_start", "is_control",
@@ -105,18 +116,14 @@ def metrics_table(rows: list[MetricRow], updated_at: datetime) -> pa.Table:
     return pa.Table.from_pydict(columns, schema=METRICS_SCHEMA)
 
 
-# Custom metadata of each metrics commit: who wrote it, its newest window and the stamp of its
-# rows, so that a restart finds the rows its own checkpoint lineage wrote last.
-COMMIT_APP = "tideline.app_id"
+# Custom metadata of each metrics commit (jobs/lineage.py) and its newest window, so that a
+# restart finds the rows its own checkpoint lineage wrote last.
 COMMIT_WINDOW = "tideline.window_end"
-COMMIT_STAMP = "tideline.updated_at_us"
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def commit_info(app_id: str, rows: list[MetricRow], updated_at: datetime) -> dict[str, str]:
-    stamp = (updated_at - _EPOCH) // timedelta(microseconds=1)
-    return {COMMIT_APP: app_id, COMMIT_WINDOW: str(max(r.window_end for r in rows)),
-            COMMIT_STAMP: str(stamp)}
+    return {**lineage_info(app_id, updated_at),
+            COMMIT_WINDOW: str(max(r.window_end for r in rows))}
 
 
 def _rows_at(table_uri: str, window_end: int) -> pa.Table:
@@ -147,7 +154,8 @@ def read_metric_rows(table_uri: str, app_id: str) -> list[MetricRow]:
 
 
 class MetricsSink(BatchSink[pa.Table]):
-    """foreachBatch: dead letters, then cumulative window rows upserted once per batch."""
+    """foreachBatch: dead letters, live totals, then cumulative window rows, each table
+    upserted once per batch."""
 
     marker = TABLE_EXPERIMENT_METRICS
 
@@ -156,6 +164,7 @@ class MetricsSink(BatchSink[pa.Table]):
         self.table_uri = settings.lake.table(TABLE_EXPERIMENT_METRICS)
         self.checkpoint = settings.lake.checkpoint(NAME)
         self.windows: GroupWindows | None = None
+        self.live: LiveTable | None = None
 
     def _resume(self) -> GroupWindows:
         """Running totals from the rows this checkpoint lineage wrote; none for a new one
@@ -169,7 +178,11 @@ class MetricsSink(BatchSink[pa.Table]):
     def commit(self, table: pa.Table, batch_id: int) -> None:
         if self.windows is None:
             self.windows = self._resume()
+        if self.live is None:
+            self.live = LiveTable(self.settings.lake.table(TABLE_PROVISIONAL_METRICS),
+                                  self.outputs.app_id, self.settings.experiments)
         watermark = batch_watermark_ms(self.checkpoint, batch_id)
+        self.live.commit(deltas_of(table, "provisional"), watermark, batch_id)
         rows = self.windows.apply(deltas_of(table), watermark)
         if rows:
             now = datetime.now(UTC)

@@ -6,10 +6,11 @@ every user's next window end.
 
 Input rows are the union of filtered events and filtered activations (`source` tells which);
 output rows are per-window deltas (`kind` = "delta", one column per counted metric, named as
-in experiment_metrics), dead letters (`kind` = "dead") or the count of de-duplicated events
-(`kind` = "dropped", reason `duplicate`). Each record goes through `per_record.each_record`:
-one that raises becomes an `error` dead letter, and the user's state changes only once a
-record passed its checks (core/user_metrics.py).
+in experiment_metrics), the users' provisional deltas of the live totals (`kind` =
+"provisional", window_end null; core/provisional.py), dead letters (`kind` = "dead") or the
+count of de-duplicated events (`kind` = "dropped", reason `duplicate`). Each record goes
+through `per_record.each_record`: one that raises becomes an `error` dead letter, and the
+user's state changes only once a record passed its checks (core/user_metrics.py).
 """
 
 from __future__ import annotations
@@ -87,8 +88,12 @@ class UserMetricsProcessor(BucketedProcessor[UserMetricsState]):
         yield from self.on_due(key, state, watermark_ms)
 
     def on_due(self, key: Any, state: UserMetricsState, watermark_ms: int) -> Iterator[Row]:
-        """The deltas of the user's windows the watermark closed."""
-        return (self._delta_row(delta) for delta in state.advance(watermark_ms))
+        """The user's provisional deltas (before `advance` expires memberships), then the
+        deltas of the user's windows the watermark closed."""
+        for delta in state.provisional():
+            yield self._delta_row(delta, "provisional")
+        for delta in state.advance(watermark_ms):
+            yield self._delta_row(delta)
 
     def user_rows(self, user: UserMetricsState, rows: Iterable[Any], watermark_ms: int
                   ) -> Iterator[Row]:
@@ -123,9 +128,9 @@ class UserMetricsProcessor(BucketedProcessor[UserMetricsState]):
         return (f"activation ts {row.ts} is outside the period [{row.group_ramp_time}, {end}) "
                 f"that its group_ramp_time starts")
 
-    def _delta_row(self, delta: Delta) -> Row:
+    def _delta_row(self, delta: Delta, kind: str = "delta") -> Row:
         return self.row(
-            "delta", experiment_hash=delta.experiment_hash,
+            kind, experiment_hash=delta.experiment_hash,
             experiment_group=delta.experiment_group, period_start=delta.period_start,
             is_control=delta.is_control, event_type=delta.event_type,
             window_end=delta.window_end, triggered=delta.triggered,
