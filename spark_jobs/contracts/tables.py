@@ -29,8 +29,13 @@ KAFKA_COORDINATES = (
 
 # Experiment analytics (CONTRACTS.md section 5): cumulative metrics per group period,
 # event type and window, upserted by the primary key. The metric columns (section 4), in
-# order; experiments/core/metrics.py declares how each counted one is computed.
-EXPERIMENT_METRIC_COLUMNS = ("triggered_users", "volume", "propensity", "volume_sum_squares")
+# order; experiments/core/metrics.py declares how each counted one is computed. The live
+# table carries the first four; the CUPED sums after them (issue 17) are final-only.
+LIVE_METRIC_COLUMNS = ("triggered_users", "volume", "propensity", "volume_sum_squares")
+EXPERIMENT_METRIC_COLUMNS = (
+    *LIVE_METRIC_COLUMNS,
+    "pre_volume", "pre_volume_sum_squares", "pre_volume_x_volume", "pre_volume_x_propensity",
+)
 TABLE_EXPERIMENT_METRICS = "experiment_metrics"
 EXPERIMENT_METRICS = Table(
     TABLE_EXPERIMENT_METRICS,
@@ -61,7 +66,7 @@ PROVISIONAL_METRICS = Table(
         Column("period_start", LONG, nullable=False),
         Column("event_type", STRING, nullable=False),
         Column("is_control", BOOLEAN),
-        *(Column(name, LONG) for name in EXPERIMENT_METRIC_COLUMNS),
+        *(Column(name, LONG) for name in LIVE_METRIC_COLUMNS),
         Column("watermark", LONG),
         Column("updated_at", TIMESTAMP),  # stamped by the writer; kept last
     ),

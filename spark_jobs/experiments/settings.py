@@ -47,6 +47,10 @@ class ExperimentSettings:
     critical_event_types: tuple[str, ...] = setting(
         ["impression", "click", "save", "search"], Names(),
         "event types kept by the event filter")
+    pre_exposure_ms: int = setting(
+        "1d", Duration(), "CUPED: how far before the window of a user's first trigger their "
+        "clean events count as pre-exposure activity (rounded up to whole windows; 0 turns "
+        "the pre_volume columns off)")
     snapshot_interval_ms: int = setting(
         "5m", Duration(minimum=1000), "how often the ramp_snapshot DAG publishes a ramp "
         "snapshot; filter_activations alerts when its snapshot is 3 of these old")

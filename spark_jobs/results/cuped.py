@@ -1,10 +1,10 @@
 """CUPED (Deng et al., 2013): a metric's variance reduced with each user's pre-exposure value.
 
-Not wired to the table yet: experiment_metrics would need per group, event type and window
-the sums over triggered users of the pre-exposure count x (Σx, Σx²) and of its products
-with the metric y (Σxy; for the rate, Σ x [y > 0]), beside the n, Σy and Σy² it holds.
-From those sums alone, with theta pooled within the groups (as the regression
-y ~ treatment + x estimates it):
+experiment_metrics holds per group, event type and window the sums over triggered users of
+the pre-exposure volume x (pre_volume Σx, pre_volume_sum_squares Σx²) and of its products
+with the metric y (pre_volume_x_volume Σxy; for the rate, pre_volume_x_propensity
+Σ x [y > 0]), beside the n, Σy and Σy² of the metric. From those sums alone, with theta
+pooled within the groups (as the regression y ~ treatment + x estimates it):
 
     theta   = Σ_g S_xy(g) / Σ_g S_xx(g)         S: sums of centered products in group g
     mean_g  = ȳ_g - theta (x̄_g - x̄)             x̄: over all users of the comparison
@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from spark_jobs.results.stats import GroupCounts
 
 
 @dataclass(frozen=True)
@@ -91,3 +93,28 @@ def cuped_difference(control: CupedSums, treatment: CupedSums) -> CupedDifferenc
     c, t = adjust([control, treatment])
     return CupedDifference(t.mean - c.mean, t.variance + c.variance,
                            t.raw_mean - c.raw_mean, t.raw_variance + c.raw_variance)
+
+
+def sums_of(counts: GroupCounts, metric: str) -> CupedSums | None:
+    """A group's CUPED sums for "volume" (actions per user) or "propensity" (the rate, y is
+    0/1 so Σy² = Σy); None without the pre-exposure sums."""
+    if counts.pre is None:
+        return None
+    sum_x, sum_x2, x_volume, x_propensity = counts.pre
+    if metric == "volume":
+        sum_y, sum_y2, sum_xy = counts.volume, counts.volume_sum_squares, x_volume
+    elif metric == "propensity":
+        sum_y, sum_y2, sum_xy = counts.propensity, counts.propensity, x_propensity
+    else:
+        raise ValueError(f"unknown metric {metric!r} (known: propensity, volume)")
+    return CupedSums(counts.triggered_users, sum_y, sum_y2, sum_x, sum_x2, sum_xy)
+
+
+def cuped_of(control: GroupCounts, treatment: GroupCounts, metric: str
+             ) -> CupedDifference | None:
+    """The CUPED estimate of one comparison, or None when a group lacks the sums or has
+    fewer than 2 users."""
+    sums = (sums_of(control, metric), sums_of(treatment, metric))
+    if sums[0] is None or sums[1] is None or min(s.n for s in sums) < 2:
+        return None
+    return cuped_difference(sums[0], sums[1])

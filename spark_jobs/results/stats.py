@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from statistics import NormalDist
 
 from spark_jobs.results.settings import CORRECTIONS
@@ -27,6 +27,9 @@ class GroupCounts:
     propensity: int
     volume: int
     volume_sum_squares: int
+    # CUPED's sums (Σx, Σx², Σx·volume, Σx·[volume > 0]; results/cuped.py) where the row has
+    # them; not part of equality, so a final and a provisional row compare on the counts
+    pre: tuple[int, int, int, int] | None = field(default=None, compare=False)
 
     @property
     def rate(self) -> float:

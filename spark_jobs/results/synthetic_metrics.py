@@ -3,9 +3,11 @@ and the dashboard benchmark at production size; and its `experiment_metrics_prov
 rows (the live totals of open windows), for the dashboard's live results.
 
 Each window brings new triggered users to each group; a user has an event of a type with the
-group's rate and then 1 + Poisson(1) of them. Rows are cumulative like the real table's and
-the ramps go into the metadata DB, so the SRM check has allocations to compare with. Seeded:
-equal arguments give equal tables.
+group's rate and then 1 + Poisson(1) of them. CUPED's pre-exposure volume x of a user is
+Poisson(3 (1 - u)), u the uniform draw that decided whether they were active: its law is the
+same in every group (it is pre-exposure), and it correlates with the metric. Rows are
+cumulative like the real table's and the ramps go into the metadata DB, so the SRM check has
+allocations to compare with. Seeded: equal arguments give equal tables.
 """
 
 from __future__ import annotations
@@ -23,7 +25,12 @@ from spark_jobs.contracts.tables import (
     TABLE_PROVISIONAL_METRICS,
 )
 from spark_jobs.experiments.admin.metadata import add_ramps
-from spark_jobs.experiments.core.metrics import EVENT_METRICS, TRIGGERED_USERS
+from spark_jobs.experiments.core.metrics import (
+    COVARIATE_COLUMNS,
+    CROSSED_METRICS,
+    EVENT_METRICS,
+    TRIGGERED_USERS,
+)
 from spark_jobs.experiments.core.periods import RampRow
 from spark_jobs.settings import Settings
 from spark_jobs.streaming.lake.delta import upsert_rows
@@ -59,6 +66,7 @@ def metric_rows(experiment: SyntheticExperiment, window_ms: int, seed: int,
                 start_ms: int = START_MS, windows: int | None = None) -> pa.Table:
     """The experiment's cumulative rows for its first `windows` windows."""
     rng = np.random.default_rng(seed)
+    pre_rng = np.random.default_rng(seed + 1_000_003)  # apart, so `rng` draws as before
     count = experiment.windows if windows is None else windows
     if count > experiment.windows:
         raise ValueError(f"{experiment.name} has {experiment.windows} windows, not {count}")
@@ -67,13 +75,15 @@ def metric_rows(experiment: SyntheticExperiment, window_ms: int, seed: int,
     for index, group in enumerate(experiment.groups):
         for event, rates in sorted(experiment.rates.items()):
             users = experiment.users_per_window[index]
-            totals = dict.fromkeys((TRIGGERED_USERS, *(m.column for m in EVENT_METRICS)), 0)
+            totals = dict.fromkeys((TRIGGERED_USERS, *(m.column for m in EVENT_METRICS),
+                                    *COVARIATE_COLUMNS), 0)
             for k in range(1, experiment.windows + 1):
-                active = rng.random(users) < rates[index]
-                actions = np.where(active, 1 + rng.poisson(1.0, users), 0)
+                draw = rng.random(users)
+                actions = np.where(draw < rates[index], 1 + rng.poisson(1.0, users), 0)
                 totals[TRIGGERED_USERS] += users
                 for metric in EVENT_METRICS:  # each user's actions all fall in one window
                     totals[metric.column] += int(np.sum(metric.per_user(actions)))
+                _add_covariates(totals, pre_rng.poisson(3.0 * (1.0 - draw)), actions)
                 if k > count:
                     continue
                 row = {"experiment_hash": experiment.name, "experiment_group": group,
@@ -83,6 +93,15 @@ def metric_rows(experiment: SyntheticExperiment, window_ms: int, seed: int,
                 for name in SCHEMA.names:
                     columns[name].append(row[name])
     return pa.Table.from_pydict(columns, schema=SCHEMA)
+
+
+def _add_covariates(totals: dict[str, int], pre: np.ndarray, actions: np.ndarray) -> None:
+    """CUPED's sums of these users: Σx, Σx² and Σ x·y of each crossed metric."""
+    per_user = {metric.column: metric.per_user for metric in EVENT_METRICS}
+    sums = (pre.sum(), (pre * pre).sum(),
+            *((pre * per_user[column](actions)).sum() for column in CROSSED_METRICS))
+    for column, value in zip(COVARIATE_COLUMNS, sums, strict=True):
+        totals[column] += int(value)
 
 
 def provisional_rows(experiment: SyntheticExperiment, window_ms: int, seed: int,

@@ -17,6 +17,9 @@ the sample size `target_mde` needs at alpha / comparisons; the experiment's prog
 that of the comparison furthest from its target.
 The relative lift (treatment / control - 1) gets its delta-method interval (`relative.py`)
 at the level of the test the verdict uses, beside the interval of the absolute difference.
+Where the rows carry CUPED's sums, each comparison also gets its CUPED-adjusted difference
+(`cuped.py`, x = each user's pre-exposure volume) with an interval at that same level and
+the share of variance it removes; shown beside the plain one, it does not change the verdict.
 A sample ratio mismatch (chi-square of triggered users against the allocation) makes the
 comparison untrustworthy and wins over any other status; a significant drop of any metric is
 a loss; otherwise any significant rise is a win. Higher counts are taken as better.
@@ -31,10 +34,17 @@ from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Protocol
 
+from spark_jobs.results.cuped import cuped_of
 from spark_jobs.results.power import Plan
 from spark_jobs.results.power import plan as plan_of
 from spark_jobs.results.relative import relative_lift
-from spark_jobs.results.sequential import METRICS, Estimate, estimate, sequential_test
+from spark_jobs.results.sequential import (
+    METRICS,
+    Estimate,
+    confidence_half_width,
+    estimate,
+    sequential_test,
+)
 from spark_jobs.results.stats import (
     GroupCounts,
     benjamini_hochberg,
@@ -121,6 +131,10 @@ class MetricResult:
     significant: bool = False
     direction: str | None = None  # "up" or "down" when significant
     plan: Plan | None = None  # power now and the sample size the target effect needs
+    cuped_difference: float | None = None  # CUPED-adjusted difference, latest look
+    cuped_low: float | None = None  # its interval at the level of the verdict's test
+    cuped_high: float | None = None
+    cuped_reduction: float | None = None  # 1 - adjusted / plain variance of the difference
 
 
 @dataclass(frozen=True)
@@ -239,6 +253,7 @@ def compare(treatment_group: str, event_type: str, metric: str,
         low, high = bonf_low[-1], bonf_high[-1]
     lift_low, lift_high = _relative_interval(looks[-1], last, metric, tests, comparisons,
                                              params)
+    cuped = _cuped(looks[-1], last, metric, tests, comparisons, params)
     return dataclasses.replace(
         result, control=last.control, treatment=last.treatment,
         difference_low=_finite(low), difference_high=_finite(high),
@@ -247,6 +262,7 @@ def compare(treatment_group: str, event_type: str, metric: str,
         p_bonferroni=p_bonf, p_always_valid=last_seq.p_value,
         plan=plan_of(looks[-1][1], looks[-1][2], metric, family_alpha, params.power,
                      params.target_mde),
+        **cuped,
     )
 
 
@@ -288,6 +304,25 @@ def _relative_interval(look: tuple[int, GroupCounts, GroupCounts], last: Estimat
     else:
         low, high = relative.fixed_interval(params.alpha / tests)
     return _finite(low), _finite(high)
+
+
+def _cuped(look: tuple[int, GroupCounts, GroupCounts], last: Estimate, metric: str,
+           tests: int, comparisons: int, params: StatsParameters) -> dict[str, float | None]:
+    """The CUPED fields of a comparison at its latest look (none without the sums): the
+    interval uses the critical value of the verdict's test, like the plain difference's."""
+    _, control_counts, treatment_counts = look
+    cuped = cuped_of(control_counts, treatment_counts, metric)
+    if cuped is None or cuped.variance <= 0:
+        return {}
+    if params.method == "sequential":
+        tau2 = params.mixture_sd**2 * last.unit_variance
+        half = confidence_half_width(cuped.variance, tau2, params.alpha / comparisons)
+    else:
+        half = _NORMAL.inv_cdf(1 - params.alpha / (2 * tests)) * math.sqrt(cuped.variance)
+    return {"cuped_difference": cuped.difference,
+            "cuped_low": _finite(cuped.difference - half),
+            "cuped_high": _finite(cuped.difference + half),
+            "cuped_reduction": cuped.reduction}
 
 
 def _finite(value: float | None) -> float | None:

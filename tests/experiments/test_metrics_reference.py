@@ -3,6 +3,7 @@ plus a cross-check of its vectorised steps against naive loops on generated traf
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter, defaultdict
 
 import orjson
@@ -81,6 +82,36 @@ def test_first_trigger_boundaries_and_zero_rows():
     assert values(metrics, "save") == {10: (1, 0, 0, 0), 20: (2, 0, 0, 0), 30: (2, 0, 0, 0)}
     assert list(metrics.columns) == COLUMNS
     assert metrics["is_control"].tolist() == [True] * 6
+
+
+def cuped(metrics: pd.DataFrame, event_type: str) -> dict:
+    """{window end in minutes: (Σx, Σx², Σx·volume, Σx·[volume > 0])} of group control."""
+    rows = metrics[(metrics["experiment_group"] == "control")
+                   & (metrics["event_type"] == event_type)]
+    return {(w - T0) // M: (a, b, c, d) for w, a, b, c, d in rows[
+        ["window_end", "pre_volume", "pre_volume_sum_squares", "pre_volume_x_volume",
+         "pre_volume_x_propensity"]].itertuples(index=False)}
+
+
+def test_cuped_sums_by_hand():
+    """Lookback 15m -> 2 whole windows of 10m before the first trigger's window. u1 triggers
+    at 45m (window [40, 50)): x counts [20, 40): clicks at 25, 39 -> x = 2 (the click at 19
+    is before, the one at 41 inside the trigger's window). u2 triggers at 52m: [30, 50): one
+    click at 30 -> x = 1. Then u1 clicks at 45 and 55, u2 at 58."""
+    cfg = ReferenceSettings(period_ms=60 * M, window_ms=10 * M, cap_per_user_hour=100,
+                            critical_event_types=("click",), pre_exposure_ms=15 * M)
+    events = [ev(1, "click", t) for t in (19, 25, 39, 41, 45, 55)]
+    events += [ev(2, "click", t) for t in (30, 58)]
+    metrics = run(events, [act(1, 45), act(2, 52)], [ramp(40, 10)], 70, cfg)
+    assert cuped(metrics, "click") == {
+        50: (2, 4, 2 * 1, 2 * 1),                    # u1: volume 1 (the click at 45)
+        60: (2 + 1, 4 + 1, 2 * 2 + 1 * 1, 2 + 1),    # u1 volume 2, u2 volume 1
+        70: (3, 5, 5, 3),
+    }
+    assert values(metrics, "click", start=40) == {50: (1, 1, 1, 1), 60: (2, 3, 2, 5),
+                                                  70: (2, 3, 2, 5)}
+    no_lookback = run(events, [act(1, 45), act(2, 52)], [ramp(40, 10)], 70)
+    assert set(cuped(no_lookback, "click").values()) == {(0, 0, 0, 0)}
 
 
 def test_capping_at_the_hour_boundary_in_production_order():
@@ -268,7 +299,10 @@ def _naive_first_triggers(records, periods: pd.DataFrame, cfg: ReferenceSettings
 
 
 def _naive_metrics(result, cfg: ReferenceSettings, closed: int) -> dict:
-    """Section 4 read literally: loop over windows, users and events."""
+    """Section 4 read literally: loop over windows, users and events; and CUPED's sums with
+    x = the user's events of the type in the whole windows of the lookback before the window
+    of their first trigger."""
+    lookback = -(-cfg.pre_exposure_ms // cfg.window_ms) * cfg.window_ms
     events_of = defaultdict(list)
     for user, event_type, ts in result.clean_events.itertuples(index=False):
         events_of[user].append((event_type, ts))
@@ -286,11 +320,21 @@ def _naive_metrics(result, cfg: ReferenceSettings, closed: int) -> dict:
                     u: sum(1 for t, ts in events_of[u] if t == k and f <= ts < end)
                     for u, f in ft.items()
                 }
+                pre = {}
+                for u, f in ft.items():
+                    if f < end:
+                        high = f // cfg.window_ms * cfg.window_ms
+                        pre[u] = sum(1 for t, ts in events_of[u]
+                                     if t == k and high - lookback <= ts < high)
                 out[(x, g, s, k, w)] = (
                     sum(1 for f in ft.values() if f < end),
                     sum(counts.values()),
                     sum(1 for c in counts.values() if c),
                     sum(c * c for c in counts.values()),
+                    sum(pre.values()),
+                    sum(v * v for v in pre.values()),
+                    sum(v * counts[u] for u, v in pre.items()),
+                    sum(v for u, v in pre.items() if counts[u]),
                 )
             w += cfg.window_ms
     return out
@@ -304,9 +348,9 @@ def traffic():
 
 def test_vectorised_steps_match_naive_loops(traffic):
     spec, records = traffic
-    cfg = ReferenceSettings.of(spec)
+    cfg = dataclasses.replace(ReferenceSettings.of(spec), pre_exposure_ms=25 * M)
     closed = spec.start_ms + 100 * M
-    result = from_records(records, spec.ramp_rows(), spec, closed)
+    result = from_records(records, spec.ramp_rows(), cfg, closed)
     events = [r.value for r in records if r.topic == "events"]
     frame, _ = decode_messages(events, "events")
     naive_clean = _naive_clean(frame, cfg)
@@ -325,6 +369,7 @@ def test_vectorised_steps_match_naive_loops(traffic):
     }
     assert got == expected
     assert len(got) > 100
+    assert any(v[4] for v in got.values())  # CUPED's x is not always 0
 
 
 def test_counts_never_decrease_within_a_period(traffic):

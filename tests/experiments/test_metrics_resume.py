@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from spark_jobs.experiments.core.group_windows import MetricRow
-from spark_jobs.experiments.core.metrics import counts_of
+from spark_jobs.experiments.core.group_windows import GroupWindows, MetricRow
+from spark_jobs.experiments.core.metrics import COVARIATE_COLUMNS, NO_COVARIATES, counts_of
 from spark_jobs.experiments.core.user_metrics import Delta
 from spark_jobs.experiments.jobs.experiment_metrics import (
     PRIMARY_KEY,
@@ -28,7 +28,7 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 def _row(group: str, window_end: int, triggered: int) -> MetricRow:
     return MetricRow("x", group, 0, "click", window_end, group == "control", triggered,
-                     triggered, triggered, triggered)
+                     triggered, triggered, triggered, *NO_COVARIATES)
 
 
 def _write(uri: str, app_id: str, batch_id: int, rows: list[MetricRow], at: datetime) -> None:
@@ -51,6 +51,26 @@ def test_a_lineage_resumes_from_its_own_newest_rows_not_the_tables(tmp_path):
     assert read_metric_rows(uri, new) == [_row("a", 2 * W, 2)]
     assert read_metric_rows(uri, old) == [_row("a", 4 * W, 40), _row("b", 4 * W, 400)]
     assert read_metric_rows(uri, "experiment_metrics@never") == []
+
+
+def test_a_table_of_an_older_release_resumes_and_gains_the_cuped_columns(tmp_path):
+    """A table written before CUPED's columns existed: its rows resume with those sums at
+    0, and the next upsert adds the columns (older rows keep them null)."""
+    uri = str(tmp_path / "experiment_metrics")
+    app = "experiment_metrics@q"
+    rows = [_row("a", 1 * W, 5)]
+    older = metrics_table(rows, T0).drop_columns(list(COVARIATE_COLUMNS))
+    merge_once(uri, older, PRIMARY_KEY, app, 0, commit_info(app, rows, T0))
+    resumed = read_metric_rows(uri, app)
+    assert [r.pre_volume for r in resumed] == [None]
+    windows = GroupWindows.resume(3 * W, W, ("click",), resumed)
+    next_rows = windows.apply([Delta("x", "a", 0, False, "click", 2 * W, 0, counts_of(volume=1),
+                                     (2, 4, 2, 2))], 2 * W)
+    assert [(r.window_end, r.volume, r.pre_volume) for r in next_rows] == [(2 * W, 6, 2)]
+    _write(uri, app, 1, next_rows, T0 + timedelta(1))
+    table = read_arrow(uri).sort_by("window_end")
+    assert table["pre_volume"].to_pylist() == [None, 2]
+    assert table["pre_volume_x_propensity"].to_pylist() == [None, 2]
 
 
 def test_no_table_means_nothing_to_resume(tmp_path):

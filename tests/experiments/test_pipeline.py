@@ -34,10 +34,12 @@ pytestmark = [pytest.mark.e2e, pytest.mark.spark, pytest.mark.kafka]
 HOUR = 3_600_000
 KEY = ["experiment_hash", "experiment_group", "period_start", "event_type", "window_end"]
 VALUES = ["is_control", "triggered_users", "volume", "propensity", "volume_sum_squares"]
+CUPED = ["pre_volume", "pre_volume_sum_squares", "pre_volume_x_volume",
+         "pre_volume_x_propensity"]
 CONFIG = {
     "experiments": {
         "period": "40m", "window": "5m", "lateness": "1m", "dedup_ttl": "1m",
-        "cap_per_user_hour": 300,
+        "cap_per_user_hour": 300, "pre_exposure": "12m",  # CUPED: 3 whole windows
     },
     # small triggers: many micro-batches, so watermarks advance between batches
     "jobs": {"max_records_per_trigger": 8000, "compact_every_batches": 5},
@@ -52,7 +54,7 @@ def _final_watermark(settings, query) -> int:
 
 def _metrics(settings) -> pd.DataFrame:
     table = read_arrow(settings.lake.table("experiment_metrics")).to_pandas()
-    return table[KEY + VALUES].sort_values(KEY).reset_index(drop=True)
+    return table[KEY + VALUES + CUPED].sort_values(KEY).reset_index(drop=True)
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +89,7 @@ def _expected(pipeline) -> pd.DataFrame:
         [r.value for r in records if r.topic == "experiment_activations"],
         pipeline["ramps"], pipeline["settings"].experiments, pipeline["watermark"],
     )
-    return expected[KEY + VALUES].sort_values(KEY).reset_index(drop=True)
+    return expected[KEY + VALUES + CUPED].sort_values(KEY).reset_index(drop=True)
 
 
 def test_every_closed_window_equals_the_pandas_recomputation(pipeline):
@@ -99,6 +101,7 @@ def test_every_closed_window_equals_the_pandas_recomputation(pipeline):
     periods = expected.groupby(["experiment_hash", "experiment_group"]).period_start.nunique()
     assert periods.max() >= 2
     assert (expected.volume > 0).any() and (expected.volume_sum_squares > expected.volume).any()
+    assert (expected.pre_volume_x_volume > 0).any()
     pd.testing.assert_frame_equal(actual, expected.astype(actual.dtypes.to_dict()))
 
 
@@ -160,7 +163,7 @@ def test_provisional_rows_hold_every_record_and_end_as_the_final_rows(pipeline):
     cfg = settings.experiments
     final = _metrics(settings)
     last = period_last_window(final.period_start, cfg.period_ms, cfg.window_ms)
-    final = final[final.window_end == last].drop(columns="window_end")
+    final = final[final.window_end == last].drop(columns=["window_end", *CUPED])
     assert len(final) > 0
     closed = live.merge(final[LIVE_KEY], on=LIVE_KEY)
     pd.testing.assert_frame_equal(closed, final.reset_index(drop=True))

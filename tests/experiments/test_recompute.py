@@ -130,9 +130,11 @@ def _messages(frame: pd.DataFrame) -> list[bytes]:
 
 def test_small_random_case_equals_the_pandas_reference(spark, make_settings):
     """Independent semantics: periods with a re-ramp, activations outside every period,
-    events before first triggers, duplicates; compared on every window of the day."""
+    events before first triggers, duplicates; compared on every window of the day, CUPED's
+    sums included (a lookback of 50m: 3 whole windows)."""
     settings = make_settings(
-        experiments={"period": "2h", "window": "20m", "cap_per_user_hour": 1000},
+        experiments={"period": "2h", "window": "20m", "cap_per_user_hour": 1000,
+                     "pre_exposure": "50m"},
         spark={"master": "local[2]"},
     )
     start, end = day_bounds_ms(DAY_1)
@@ -157,9 +159,10 @@ def test_small_random_case_equals_the_pandas_reference(spark, make_settings):
 
     expected = reference_metrics(
         _messages(events), _messages(activations), ramps, settings.experiments, end
-    )[KEY + VALUES].sort_values(KEY).reset_index(drop=True)
-    actual = _table(settings, TABLE_BATCH_METRICS, VALUES)  # the columns the reference has
+    )[KEY + ALL_VALUES].sort_values(KEY).reset_index(drop=True)
+    actual = _table(settings, TABLE_BATCH_METRICS)
     assert count == len(actual) == len(expected) > 100
+    assert (expected.pre_volume_x_propensity > 0).any()
     assert expected.groupby("experiment_hash").period_start.nunique().to_dict() == {
         "exp_a": 1, "exp_b": 2,
     }

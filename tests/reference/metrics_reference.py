@@ -22,7 +22,12 @@ import pandas as pd
 HOUR_MS = 3_600_000
 GROUP = ["experiment_hash", "experiment_group", "period_start"]
 PRIMARY_KEY = [*GROUP, "event_type", "window_end"]
-VALUES = ["triggered_users", "volume", "propensity", "volume_sum_squares"]
+COUNTED = ["triggered_users", "volume", "propensity", "volume_sum_squares"]
+# CUPED (issue 17): Σx, Σx², Σx·volume, Σx·[volume > 0], x = a triggered user's clean events
+# of the type in the pre-exposure lookback (whole windows) before their first trigger's window
+CUPED = ["pre_volume", "pre_volume_sum_squares", "pre_volume_x_volume",
+         "pre_volume_x_propensity"]
+VALUES = [*COUNTED, *CUPED]
 COLUMNS = [*PRIMARY_KEY, "is_control", *VALUES]
 
 _EVENT_FIELDS = (("user_id", int), ("event_type", str), ("ts", int))
@@ -42,18 +47,25 @@ class ReferenceSettings:
     window_ms: int
     cap_per_user_hour: int
     critical_event_types: tuple[str, ...]
+    pre_exposure_ms: int = 0  # CUPED's lookback (0: the CUPED columns are zeros)
 
     @classmethod
     def of(cls, settings: Any) -> ReferenceSettings:
-        """Read the four settings from any object or mapping that has them."""
+        """Read the settings from any object or mapping that has them (the lookback may be
+        absent)."""
         if isinstance(settings, cls):
             return settings
-        get = settings.get if isinstance(settings, Mapping) else settings.__getattribute__
+        if isinstance(settings, Mapping):
+            get = settings.get
+        else:
+            def get(name: str) -> Any:
+                return getattr(settings, name, None)
         return cls(
             period_ms=int(get("period_ms")),
             window_ms=int(get("window_ms")),
             cap_per_user_hour=int(get("cap_per_user_hour")),
             critical_event_types=tuple(get("critical_event_types")),
+            pre_exposure_ms=int(get("pre_exposure_ms") or 0),
         )
 
 
@@ -273,12 +285,13 @@ def window_grid(
 
 
 def _user_increments(
-    clean: pd.DataFrame, triggers: pd.DataFrame, cfg: ReferenceSettings
+    clean: pd.DataFrame, triggers: pd.DataFrame, pre: pd.DataFrame, cfg: ReferenceSettings
 ) -> pd.DataFrame:
     """Per (x, g, s, k, W): how volume, propensity and sum of squares grow at window W.
 
     A counted event (first_trigger <= ts < period end) first counts in the window holding
-    ts; a user's count c goes up by n there, so the sum of squares grows by c^2 - (c-n)^2.
+    ts; a user's count c goes up by n there, so the sum of squares grows by c^2 - (c-n)^2,
+    Σx·volume by x·n and Σx·[volume > 0] by x at the user's first counted window.
     """
     joined = clean.merge(triggers[[*GROUP, "user_id", "first_trigger"]], on="user_id", how="inner")
     counted = joined[
@@ -291,9 +304,36 @@ def _user_increments(
     running = per.groupby(user_keys)["n"].cumsum()
     per["sq"] = running * running - (running - per["n"]) ** 2
     per["first"] = (per.groupby(user_keys).cumcount() == 0).astype("int64")
+    per = per.merge(pre, on=[*GROUP, "user_id", "event_type"], how="left")
+    per["x"] = per["x"].fillna(0).astype("int64")
+    per["xn"] = per["x"] * per["n"]
+    per["xfirst"] = per["x"] * per["first"]
     return per.groupby(PRIMARY_KEY, as_index=False).agg(
-        volume=("n", "sum"), propensity=("first", "sum"), volume_sum_squares=("sq", "sum")
+        volume=("n", "sum"), propensity=("first", "sum"), volume_sum_squares=("sq", "sum"),
+        pre_volume_x_volume=("xn", "sum"), pre_volume_x_propensity=("xfirst", "sum"),
     )
+
+
+def _pre_exposure(
+    clean: pd.DataFrame, triggers: pd.DataFrame, cfg: ReferenceSettings
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """x per (x, g, s, user, k), and Σx, Σx² per (x, g, s, k, W of the first trigger).
+
+    The lookback, rounded up to whole windows, ends where the first trigger's window starts.
+    """
+    windows = -(-cfg.pre_exposure_ms // cfg.window_ms)
+    joined = clean.merge(triggers[[*GROUP, "user_id", "first_trigger"]], on="user_id")
+    trigger_window_start = _window_end_of(joined["first_trigger"], cfg.window_ms) - cfg.window_ms
+    inside = (joined["ts"] < trigger_window_start) & (
+        joined["ts"] >= trigger_window_start - windows * cfg.window_ms)
+    x = (joined[inside].groupby([*GROUP, "user_id", "event_type"]).size().rename("x")
+         .reset_index())
+    at = x.merge(triggers[[*GROUP, "user_id", "first_trigger"]], on=[*GROUP, "user_id"])
+    at["window_end"] = _window_end_of(at["first_trigger"], cfg.window_ms)
+    at["x2"] = at["x"] * at["x"]
+    sums = at.groupby(PRIMARY_KEY, as_index=False).agg(
+        pre_volume=("x", "sum"), pre_volume_sum_squares=("x2", "sum"))
+    return x, sums
 
 
 def window_metrics(
@@ -309,7 +349,9 @@ def window_metrics(
     trig = triggers.assign(window_end=_window_end_of(triggers["first_trigger"], cfg.window_ms))
     trig = trig.groupby([*GROUP, "window_end"]).size().rename("triggered_users").reset_index()
     table = table.merge(trig, on=[*GROUP, "window_end"], how="left")
-    table = table.merge(_user_increments(clean, triggers, cfg), on=PRIMARY_KEY, how="left")
+    pre, pre_sums = _pre_exposure(clean, triggers, cfg)
+    table = table.merge(_user_increments(clean, triggers, pre, cfg), on=PRIMARY_KEY, how="left")
+    table = table.merge(pre_sums, on=PRIMARY_KEY, how="left")
     table[VALUES] = table[VALUES].fillna(0).astype("int64")
     table = table.sort_values(PRIMARY_KEY, kind="mergesort").reset_index(drop=True)
     table[VALUES] = table.groupby([*GROUP, "event_type"])[VALUES].cumsum()

@@ -102,6 +102,9 @@ def test_the_detail_has_each_groups_bands_and_the_comparisons(dashboard):
         click = metrics[("click", metric)]
         assert click["significant"] and click["lift"] > 0 and len(click["difference"]) == 12
         assert not metrics[("impression", metric)]["significant"]
+        # CUPED from the rows' pre-exposure sums (tests/results/test_cuped.py: its numbers)
+        assert 0 < click["cuped_low"] < click["cuped_difference"] < click["cuped_high"]
+        assert 0 < click["cuped_reduction"] < 1
     guardrail = get_json(dashboard + "api/experiments/exp_guardrail")["experiment"]["verdict"]
     drop = next(m for m in guardrail["metrics"]
                 if (m["event_type"], m["metric"]) == ("impression", "propensity"))

@@ -117,12 +117,19 @@ def test_statuses_verdict_charts_and_refresh_without_reload(make_settings, brows
         assert cells["difference"].startswith("+") and " pp" in cells["difference"]
         assert cells["lift"].startswith("+") and "%" in cells["lift"]
         assert " · " in cells["plan"] and cells["plan"].startswith("±")
+        # CUPED: the adjusted difference, its interval and the variance it removed
+        cuped = " ".join(cells["cuped"].split())  # the cell wraps its parts
+        assert cuped.startswith("+") and " pp [+" in cuped and cuped.endswith("%")
+        assert " · −" in cuped
         plan = css(browser, "#verdict-plan")[0]
         assert float(plan.get_attribute("data-progress")) > 0
         assert "of target" in plan.text or "target reached" in plan.text
         screenshot(browser, "dashboard-2-exp-win")
         browser.execute_script("arguments[0].scrollIntoView()", css(browser, ".table-card")[0])
         screenshot(browser, "dashboard-2b-comparisons")  # difference, lift, p-values, MDE
+        browser.execute_script("const t = arguments[0]; t.scrollLeft = t.scrollWidth",
+                               css(browser, ".table-scroll")[-1])
+        screenshot(browser, "dashboard-2c-cuped")  # the CUPED column, scrolled into view
         browser.execute_script("window.scrollTo(0, 0)")
 
         css(browser, "li[data-experiment='exp_guardrail'] a")[0].click()

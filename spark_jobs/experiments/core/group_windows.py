@@ -8,7 +8,8 @@ critical event type, zeros included. Once the period's last window is out, the g
 dropped, so this state does not grow with the number of past periods.
 
 The counted metrics are generic here (core/metrics.py): running totals are one list per event
-type, in EVENT_METRICS order, and a row carries them under their column names.
+type, in EVENT_METRICS order, and a row carries them under their column names; CUPED's sums
+(COVARIATE_COLUMNS) run beside them the same way.
 """
 
 from __future__ import annotations
@@ -16,7 +17,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field, make_dataclass
 
-from spark_jobs.experiments.core.metrics import COUNT_COLUMNS, METRIC_COLUMNS, NO_COUNTS
+from spark_jobs.experiments.core.metrics import (
+    COUNT_COLUMNS,
+    COVARIATE_COLUMNS,
+    METRIC_COLUMNS,
+    NO_COUNTS,
+    NO_COVARIATES,
+)
 from spark_jobs.experiments.core.tumbling_windows import last_closed_window, period_last_window
 from spark_jobs.experiments.core.user_metrics import Delta, GroupKey
 
@@ -48,6 +55,7 @@ class GroupProgress:
     next_window: int
     triggered: int = 0
     totals: dict[str, list[int]] = field(default_factory=dict)  # type -> counts so far
+    covariates: dict[str, list[int]] = field(default_factory=dict)  # type -> CUPED's sums
 
 
 class GroupWindows:
@@ -85,6 +93,9 @@ class GroupWindows:
             )
             progress.triggered = row.triggered_users
             progress.totals[row.event_type] = [getattr(row, c) for c in COUNT_COLUMNS]
+            # a row written before CUPED's columns existed reads them as null: 0
+            progress.covariates[row.event_type] = [getattr(row, c) or 0
+                                                   for c in COVARIATE_COLUMNS]
         return builder
 
     def apply(self, deltas: Iterable[Delta], watermark_ms: int) -> list[MetricRow]:
@@ -125,14 +136,14 @@ class GroupWindows:
                 if delta.event_type is None:
                     progress.triggered += delta.triggered
                 else:
-                    totals = progress.totals.setdefault(delta.event_type, list(NO_COUNTS))
-                    for index, count in enumerate(delta.counts):
-                        totals[index] += count
+                    _add(progress.totals, delta.event_type, delta.counts)
+                    _add(progress.covariates, delta.event_type, delta.covariates)
             for event_type in self.event_types:
                 rows.append(
                     MetricRow(
                         key[0], key[1], key[2], event_type, window, progress.is_control,
                         progress.triggered, *progress.totals.get(event_type, NO_COUNTS),
+                        *progress.covariates.get(event_type, NO_COVARIATES),
                     )
                 )
             window += self.window_ms
@@ -140,3 +151,11 @@ class GroupWindows:
         if window > period_last_window(key[2], self.period_ms, self.window_ms):
             del self.groups[key]
         return rows
+
+
+def _add(totals: dict[str, list[int]], event_type: str, growth: tuple[int, ...]) -> None:
+    """Add one delta's growth to an event type's running sums."""
+    if any(growth):
+        sums = totals.setdefault(event_type, [0] * len(growth))
+        for index, value in enumerate(growth):
+            sums[index] += value

@@ -12,6 +12,18 @@ So `per_user` must give 0 for 0, never decrease, and use only arithmetic and com
 it is called with ints, numpy/pandas arrays and Spark Columns (a comparison is cast to 0/1).
 `triggered_users` is not one of them: it counts users, not events.
 
+CUPED (issue 17): beside them, the sums a variance-reduced comparison needs
+(results/cuped.py), with x = the user's pre-exposure volume of the event type (their clean
+events of that type in the `experiments.pre_exposure` before the window of their first
+trigger, whole windows; core/pre_exposure.py):
+- `pre_volume` = Σx and `pre_volume_sum_squares` = Σx², over triggered users: each user adds
+  x and x² in the window of their first trigger, where x is final (any event before that
+  window arriving later is behind the watermark);
+- `pre_volume_x_<metric>` = Σ x·per_user(c) for the metrics in CROSSED_METRICS: a user adds x
+  times the metric's growth wherever the metric grows.
+These are COVARIATE_COLUMNS; they are in experiment_metrics only (the live table has no
+CUPED: x is not final while the trigger window is open).
+
 Adding a metric: name its column in `contracts/tables.EXPERIMENT_METRIC_COLUMNS`, declare it
 in EVENT_METRICS below (same order) and give an example of it in
 tests/experiments/test_metrics.py. The per-user state, the job's delta and table rows, the
@@ -28,6 +40,7 @@ from functools import lru_cache
 from typing import Any
 
 from spark_jobs.contracts.tables import EXPERIMENT_METRIC_COLUMNS
+from spark_jobs.contracts.tables import LIVE_METRIC_COLUMNS as TABLES_LIVE_METRIC_COLUMNS
 
 
 @dataclass(frozen=True)
@@ -46,12 +59,22 @@ EVENT_METRICS = (
 
 TRIGGERED_USERS = "triggered_users"
 COUNT_COLUMNS = tuple(metric.column for metric in EVENT_METRICS)
-METRIC_COLUMNS = (TRIGGERED_USERS, *COUNT_COLUMNS)  # the table's metric columns, in order
+PRE_EXPOSURE = "pre_volume"  # Σx
+CROSSED_METRICS = ("volume", "propensity")  # the metrics y with a Σxy column
+COVARIATE_COLUMNS = (
+    PRE_EXPOSURE, f"{PRE_EXPOSURE}_sum_squares",
+    *(f"{PRE_EXPOSURE}_x_{column}" for column in CROSSED_METRICS),
+)
+LIVE_METRIC_COLUMNS = (TRIGGERED_USERS, *COUNT_COLUMNS)  # experiment_metrics_provisional's
+METRIC_COLUMNS = (*LIVE_METRIC_COLUMNS, *COVARIATE_COLUMNS)  # experiment_metrics', in order
 NO_COUNTS = (0,) * len(EVENT_METRICS)
+NO_COVARIATES = (0,) * len(COVARIATE_COLUMNS)
 _PER_USER = tuple(metric.per_user for metric in EVENT_METRICS)
 _INDEX = {column: index for index, column in enumerate(COUNT_COLUMNS)}
+_CROSSED = tuple(_INDEX[column] for column in CROSSED_METRICS)
 
-if METRIC_COLUMNS != EXPERIMENT_METRIC_COLUMNS:
+if (METRIC_COLUMNS, LIVE_METRIC_COLUMNS) != (EXPERIMENT_METRIC_COLUMNS,
+                                             TABLES_LIVE_METRIC_COLUMNS):
     raise RuntimeError(
         f"experiment_metrics declares the metric columns {EXPERIMENT_METRIC_COLUMNS} but "
         f"experiments/core/metrics.py computes {METRIC_COLUMNS}: declare each counted column "
@@ -68,6 +91,20 @@ def window_counts(n: int, running: int) -> tuple[int, ...]:
     """
     before = running - n
     return tuple([per_user(running) - per_user(before) for per_user in _PER_USER])
+
+
+@lru_cache(maxsize=1 << 14)
+def crossed_counts(pre: int, counts: tuple[int, ...]) -> tuple[int, ...]:
+    """The covariate sums' growth where a user with pre-exposure volume `pre` grows the
+    counted metrics by `counts` (window_counts): x times each crossed metric's growth."""
+    if not pre:
+        return NO_COVARIATES
+    return (0, 0, *(pre * counts[index] for index in _CROSSED))
+
+
+def pre_exposure_counts(pre: int) -> tuple[int, ...]:
+    """What a newly triggered user with pre-exposure volume `pre` adds to the covariate sums."""
+    return (pre, pre * pre, *(0 for _ in CROSSED_METRICS))
 
 
 def counts_of(**named: int) -> tuple[int, ...]:

@@ -16,18 +16,18 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field, make_dataclass
 
-from spark_jobs.experiments.core.metrics import COUNT_COLUMNS, METRIC_COLUMNS, NO_COUNTS
+from spark_jobs.experiments.core.metrics import COUNT_COLUMNS, LIVE_METRIC_COLUMNS, NO_COUNTS
 from spark_jobs.experiments.core.tumbling_windows import period_last_window
 from spark_jobs.experiments.core.user_metrics import Delta, GroupKey
 
 # One computed row of experiment_metrics_provisional (every column but the writer's watermark
-# and updated_at), generated from METRIC_COLUMNS like group_windows.MetricRow.
+# and updated_at), generated from LIVE_METRIC_COLUMNS like group_windows.MetricRow.
 ProvisionalRow = make_dataclass(
     "ProvisionalRow",
     [
         ("experiment_hash", str), ("experiment_group", str), ("period_start", int),
         ("event_type", str), ("is_control", bool),
-        *((column, int) for column in METRIC_COLUMNS),
+        *((column, int) for column in LIVE_METRIC_COLUMNS),
     ],
     frozen=True, slots=True,
 )

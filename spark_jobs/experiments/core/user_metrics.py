@@ -28,6 +28,12 @@ counts never decrease, so each provisional delta `per_user(live) - per_user(repo
 What was reported is implicit: `provisional` is called whenever the state was loaded, so at
 every save live == reported, and only the changes of one load (`changed`, `joined`) are kept
 in memory, never persisted.
+
+CUPED's covariate (core/metrics.py, core/pre_exposure.py): every accepted event is also
+counted in the user's pre-exposure history; when a membership's trigger window closes, its x
+per event type is read from that history (final then) and kept with the membership, the
+trigger delta of each type adds x and x², and every later window delta adds x times the
+crossed metrics' growth.
 """
 
 from __future__ import annotations
@@ -36,7 +42,15 @@ import pickle
 from dataclasses import dataclass, field
 from enum import Enum
 
-from spark_jobs.experiments.core.metrics import NO_COUNTS, count_index, window_counts
+from spark_jobs.experiments.core.metrics import (
+    NO_COUNTS,
+    NO_COVARIATES,
+    count_index,
+    crossed_counts,
+    pre_exposure_counts,
+    window_counts,
+)
+from spark_jobs.experiments.core.pre_exposure import PreExposureHistory
 from spark_jobs.experiments.core.tumbling_windows import is_late, period_last_window, window_end
 
 GroupKey = tuple[str, str, int]  # experiment_hash, experiment_group, period_start
@@ -57,6 +71,7 @@ class MetricParams:
     period_ms: int
     window_ms: int
     dedup_ttl_ms: int
+    pre_exposure_windows: int = 0  # CUPED's lookback in whole windows (0: x is always 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +84,7 @@ class Delta:
     window_end: int | None  # None: a provisional delta (its windows may still be open)
     triggered: int = 0
     counts: tuple[int, ...] = NO_COUNTS  # one per counted metric, in EVENT_METRICS order
+    covariates: tuple[int, ...] = NO_COVARIATES  # CUPED's sums, in COVARIATE_COLUMNS order
 
     def count(self, column: str) -> int:
         """The delta of one counted metric, by its column name."""
@@ -84,18 +100,20 @@ class Membership:
     trigger_emitted: bool = False
     counts: dict[str, int] = field(default_factory=dict)
     live: dict[str, int] = field(default_factory=dict)  # counts + the pending counted events
+    pre: dict[str, int] = field(default_factory=dict)  # CUPED's x per type, once triggered
 
 
 class UserMetricsState:
     """Everything kept for one user; `advance(watermark)` emits the deltas of closed windows."""
 
-    __slots__ = ("changed", "joined", "memberships", "params", "pending", "seen")
+    __slots__ = ("changed", "history", "joined", "memberships", "params", "pending", "seen")
 
     def __init__(self, params: MetricParams) -> None:
         self.params = params
         self.memberships: dict[GroupKey, Membership] = {}
         self.pending: list[tuple[int, str]] = []  # clean events whose window is still open
         self.seen: dict[tuple[str, int], None] = {}  # dedup keys (event_type, ts)
+        self.history = PreExposureHistory(params.window_ms, params.pre_exposure_windows)
         # since the last `provisional`: the live count each changed (membership, type) had
         # (what was reported), and the memberships not reported yet
         self.changed: dict[tuple[GroupKey, str], int] = {}
@@ -133,6 +151,7 @@ class UserMetricsState:
             return Outcome.DUPLICATE
         self.seen[dedup_key] = None
         self.pending.append((ts, event_type))
+        self.history.add(event_type, ts)
         period = self.params.period_ms
         for key, member in self.memberships.items():
             if member.first_trigger <= ts < key[2] + period:
@@ -183,6 +202,12 @@ class UserMetricsState:
                 deltas.append(
                     Delta(key[0], key[1], key[2], member.is_control, None, trigger_window, 1)
                 )
+                member.pre = self.history.volume_before(member.first_trigger)
+                deltas += [
+                    Delta(key[0], key[1], key[2], member.is_control, event_type,
+                          trigger_window, 0, NO_COUNTS, pre_exposure_counts(x))
+                    for event_type, x in member.pre.items()
+                ]
 
         if self.pending:
             self.pending.sort()
@@ -195,14 +220,18 @@ class UserMetricsState:
                 closed += 1
                 self._count_event(ts, event_type, end, counted)
             del self.pending[:closed]
-            deltas += [
-                Delta(key[0], key[1], key[2], is_control, event_type, end, 0,
-                      window_counts(n, running))
-                for (key, is_control, event_type, end), (n, running) in counted.items()
-            ]
+            deltas += [self._window_delta(key, is_control, event_type, end, n, running)
+                       for (key, is_control, event_type, end), (n, running) in counted.items()]
 
         self._expire(watermark_ms)
         return deltas
+
+    def _window_delta(self, key: GroupKey, is_control: bool, event_type: str, end: int,
+                      n: int, running: int) -> Delta:
+        counts = window_counts(n, running)
+        pre = self.memberships[key].pre.get(event_type, 0)
+        return Delta(key[0], key[1], key[2], is_control, event_type, end, 0, counts,
+                     crossed_counts(pre, counts))
 
     def _count_event(self, ts: int, event_type: str, end: int, counted: Counted) -> None:
         period = self.params.period_ms
@@ -229,6 +258,7 @@ class UserMetricsState:
         if self.seen:
             for dedup_key in [k for k in self.seen if k[1] + ttl < watermark_ms]:
                 del self.seen[dedup_key]
+        self.history.forget_before(watermark_ms)
 
     def next_wakeup(self) -> int | None:
         """Earliest event time at which `advance` has work: always a window end."""
@@ -244,29 +274,35 @@ class UserMetricsState:
         if self.seen:
             oldest = min(ts for _, ts in self.seen)
             times.append(window_end(oldest + self.params.dedup_ttl_ms, window))
+        expiry = self.history.next_expiry()
+        if expiry is not None:
+            times.append(expiry)
         return min(times) if times else None
 
     def is_empty(self) -> bool:
-        return not (self.memberships or self.pending or self.seen)
+        return not (self.memberships or self.pending or self.seen or self.history.counts)
 
     # -- persistence ---------------------------------------------------------------------
     def to_bytes(self) -> bytes:
         members = {
-            k: (m.is_control, m.first_trigger, m.trigger_emitted, m.counts, m.live)
+            k: (m.is_control, m.first_trigger, m.trigger_emitted, m.counts, m.live, m.pre)
             for k, m in self.memberships.items()
         }
         return pickle.dumps(
-            (members, self.pending, list(self.seen)), protocol=pickle.HIGHEST_PROTOCOL
+            (members, self.pending, list(self.seen), self.history.counts),
+            protocol=pickle.HIGHEST_PROTOCOL,
         )
 
     @classmethod
     def from_bytes(cls, params: MetricParams, blob: bytes | None) -> UserMetricsState:
         state = cls(params)
         if blob:
-            members, pending, seen = pickle.loads(blob)
+            # saved before CUPED: no history, and memberships without x (counted as 0)
+            members, pending, seen, *history = pickle.loads(blob)
             state.memberships = {k: Membership(*v) for k, v in members.items()}
             state.pending = pending
             state.seen = dict.fromkeys(seen)
+            state.history.counts = history[0] if history else {}
             for key, member in state.memberships.items():
                 if len(members[key]) == 4:  # saved before provisional rows: none reported
                     state._report_all(key, member)

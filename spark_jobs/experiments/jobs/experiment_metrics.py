@@ -32,7 +32,8 @@ from spark_jobs.contracts.tables import (
 )
 from spark_jobs.contracts.topics import TOPIC_FILTERED_ACTIVATIONS, TOPIC_FILTERED_EVENTS
 from spark_jobs.experiments.core.group_windows import GroupWindows, MetricRow
-from spark_jobs.experiments.core.metrics import COUNT_COLUMNS
+from spark_jobs.experiments.core.metrics import COUNT_COLUMNS, COVARIATE_COLUMNS
+from spark_jobs.experiments.core.pre_exposure import pre_exposure_windows
 from spark_jobs.experiments.core.user_metrics import Delta, MetricParams
 from spark_jobs.experiments.jobs.lineage import COMMIT_APP, COMMIT_STAMP, lineage_info
 from spark_jobs.experiments.jobs.provisional_table import LiveTable
@@ -48,7 +49,9 @@ from spark_jobs.streaming.checkpoint import batch_watermark_ms
 from spark_jobs.streaming.event_time import FUTURE_COLUMN, with_event_time
 from spark_jobs.streaming.kafka.source import read_topic
 from spark_jobs.streaming.lake.delta import (
+    columns_present,
     commit_metadata,
+    load_table,
     merge_once,
     read_arrow,
     transaction_version,
@@ -70,7 +73,10 @@ def _as_input(df: DataFrame) -> DataFrame:
 
 def metric_params(settings: Settings) -> MetricParams:
     experiments = settings.experiments
-    return MetricParams(experiments.period_ms, experiments.window_ms, experiments.dedup_ttl_ms)
+    return MetricParams(
+        experiments.period_ms, experiments.window_ms, experiments.dedup_ttl_ms,
+        pre_exposure_windows(experiments.pre_exposure_ms, experiments.window_ms),
+    )
 
 
 def build(spark: SparkSession, settings: Settings) -> DataFrame:
@@ -98,13 +104,14 @@ def deltas_of(table: pa.Table, kind: str = "delta") -> list[Delta]:
     keys = ["experiment_hash", "experiment_group", "period_start", "is_control",
             "event_type", "window_end"]
     summed = deltas.group_by(keys, use_threads=False).aggregate(
-        [(column, "sum") for column in ("triggered", *COUNT_COLUMNS)]
+        [(column, "sum") for column in ("triggered", *COUNT_COLUMNS, *COVARIATE_COLUMNS)]
     )
     return [
         Delta(
             r["experiment_hash"], r["experiment_group"], r["period_start"], r["is_control"],
             r["event_type"], r["window_end"], r["triggered_sum"],
             tuple(r[f"{column}_sum"] for column in COUNT_COLUMNS),
+            tuple(r[f"{column}_sum"] for column in COVARIATE_COLUMNS),
         )
         for r in summed.to_pylist()
     ]
@@ -127,12 +134,17 @@ def commit_info(app_id: str, rows: list[MetricRow], updated_at: datetime) -> dic
 
 
 def _rows_at(table_uri: str, window_end: int) -> pa.Table:
-    return read_arrow(table_uri, columns=list(METRICS_SCHEMA.names),
-                      filters=[("window_end", "=", window_end)])
+    """The rows of one window end (a column an older release did not write is left out)."""
+    columns = columns_present(load_table(table_uri), METRICS_SCHEMA.names)
+    return read_arrow(table_uri, columns=columns, filters=[("window_end", "=", window_end)])
 
 
 def _as_rows(table: pa.Table) -> list[MetricRow]:
-    return [MetricRow(**row) for row in table.drop_columns(["updated_at"]).to_pylist()]
+    """Rows as the domain's MetricRow; a missing column reads as None (GroupWindows.resume
+    takes it as 0)."""
+    names = MetricRow.__dataclass_fields__
+    return [MetricRow(**{name: row.get(name) for name in names})
+            for row in table.drop_columns(["updated_at"]).to_pylist()]
 
 
 def read_metric_rows(table_uri: str, app_id: str) -> list[MetricRow]:

@@ -28,7 +28,7 @@ from pyspark.sql.types import (
 )
 
 from spark_jobs.contracts.reasons import DUPLICATE, LATE, MALFORMED
-from spark_jobs.experiments.core.metrics import COUNT_COLUMNS
+from spark_jobs.experiments.core.metrics import COUNT_COLUMNS, COVARIATE_COLUMNS
 from spark_jobs.experiments.core.tumbling_windows import late_detail
 from spark_jobs.experiments.core.user_metrics import Delta, MetricParams, Outcome, UserMetricsState
 from spark_jobs.experiments.processors.per_record import each_record
@@ -47,6 +47,7 @@ METRIC_DELTA_SCHEMA = output_schema(
     StructField("window_end", LongType(), True),
     StructField("triggered", LongType(), True),
     *(StructField(column, LongType(), True) for column in COUNT_COLUMNS),
+    *(StructField(column, LongType(), True) for column in COVARIATE_COLUMNS),
 )
 
 
@@ -135,4 +136,5 @@ class UserMetricsProcessor(BucketedProcessor[UserMetricsState]):
             is_control=delta.is_control, event_type=delta.event_type,
             window_end=delta.window_end, triggered=delta.triggered,
             **dict(zip(COUNT_COLUMNS, delta.counts, strict=True)),
+            **dict(zip(COVARIATE_COLUMNS, delta.covariates, strict=True)),
         )

@@ -6,6 +6,11 @@ join and the per-user running counts are shuffles and window functions; each cou
 the streaming job's deltas (one row per group period, event type and window; event_type null
 for first triggers), so the pure `core.batch_metrics` turns it into cumulative rows exactly as
 the streaming job does.
+
+CUPED's sums (core/metrics.py COVARIATE_COLUMNS): each triggered user's pre-exposure volume x
+per event type (core/pre_exposure.py: the whole windows before the window of the first
+trigger) comes from the same clean events; x and x² grow in the trigger's window, x times a
+crossed metric's growth wherever that metric grows.
 """
 
 from __future__ import annotations
@@ -23,13 +28,24 @@ from pyspark.sql.types import (
 )
 
 from spark_jobs.contracts.tables import RAW_ACTIVATIONS, RAW_EVENTS
-from spark_jobs.experiments.core.metrics import COUNT_COLUMNS, EVENT_METRICS, EventMetric
+from spark_jobs.experiments.core.metrics import (
+    COUNT_COLUMNS,
+    COVARIATE_COLUMNS,
+    CROSSED_METRICS,
+    EVENT_METRICS,
+    EventMetric,
+)
 from spark_jobs.experiments.core.periods import Period
 
 GROUP_PERIOD = ("experiment_hash", "experiment_group", "period_start")
 DELTA_COLUMNS = (
     *GROUP_PERIOD, "is_control", "event_type", "window_end", "triggered", *COUNT_COLUMNS,
+    *COVARIATE_COLUMNS,
 )
+
+
+def _zero(name: str) -> Column:
+    return F.lit(0).cast(LongType()).alias(name)
 # Only the columns the recomputation reads; a missing table reads as empty with these.
 RAW_EVENT_COLUMNS = RAW_EVENTS.select("user_id", "event_type", "ts").spark_schema()
 RAW_ACTIVATION_COLUMNS = RAW_ACTIVATIONS.select(
@@ -106,7 +122,39 @@ def trigger_deltas(triggers: DataFrame, window_ms: int) -> DataFrame:
         .select(
             *GROUP_PERIOD, "is_control", F.lit(None).cast(StringType()).alias("event_type"),
             "window_end", "triggered",
-            *(F.lit(0).cast(LongType()).alias(name) for name in COUNT_COLUMNS),
+            *(_zero(name) for name in (*COUNT_COLUMNS, *COVARIATE_COLUMNS)),
+        )
+    )
+
+
+def pre_exposure(events: DataFrame, triggers: DataFrame, window_ms: int, windows: int
+                 ) -> DataFrame:
+    """x per (group period, user, event type): the user's clean events of the type in the
+    `windows` whole windows before the window of their first trigger (types with none are
+    absent)."""
+    high = window_end_of(F.col("first_trigger"), window_ms) - F.lit(window_ms)
+    low = high - F.lit(windows * window_ms)
+    return (
+        events.join(triggers.select(*GROUP_PERIOD, "user_id", "first_trigger"), "user_id")
+        .where((F.col("ts") >= low) & (F.col("ts") < high))
+        .groupBy(*GROUP_PERIOD, "user_id", "event_type")
+        .agg(F.count(F.lit(1)).alias("pre"))
+    )
+
+
+def pre_exposure_deltas(pre: DataFrame, triggers: DataFrame, window_ms: int) -> DataFrame:
+    """Σx and Σx² of each event type grow in the window of each user's first trigger."""
+    x = F.col("pre")
+    return (
+        pre.join(triggers.select(*GROUP_PERIOD, "is_control", "user_id", "first_trigger"),
+                 [*GROUP_PERIOD, "user_id"])
+        .withColumn("window_end", window_end_of(F.col("first_trigger"), window_ms))
+        .groupBy(*GROUP_PERIOD, "is_control", "event_type", "window_end")
+        .agg(F.sum(x).alias(COVARIATE_COLUMNS[0]), F.sum(x * x).alias(COVARIATE_COLUMNS[1]))
+        .select(
+            *GROUP_PERIOD, "is_control", "event_type", "window_end", _zero("triggered"),
+            *(_zero(name) for name in COUNT_COLUMNS), *COVARIATE_COLUMNS[:2],
+            *(_zero(name) for name in COVARIATE_COLUMNS[2:]),
         )
     )
 
@@ -120,8 +168,9 @@ def window_growth(metric: EventMetric, n: Column, running: Column) -> Column:
     return of_count(running) - of_count(running - n)
 
 
-def event_deltas(events: DataFrame, triggers: DataFrame, window_ms: int) -> DataFrame:
-    """How each counted metric grows in each window.
+def event_deltas(events: DataFrame, triggers: DataFrame, pre: DataFrame, window_ms: int
+                 ) -> DataFrame:
+    """How each counted metric, and x times each crossed one, grows in each window.
 
     An event counts for a group period when first_trigger <= ts < period end. Per user, event
     type and window: n counted events, and `running` events of the type since the period
@@ -137,16 +186,22 @@ def event_deltas(events: DataFrame, triggers: DataFrame, window_ms: int) -> Data
     )
     history = Window.partitionBy(*GROUP_PERIOD, "event_type", "user_id").orderBy("window_end")
     running = F.sum("n").over(history.rowsBetween(Window.unboundedPreceding, Window.currentRow))
+    growth = {metric.column: window_growth(metric, F.col("n"), F.col("running"))
+              for metric in EVENT_METRICS}
+    x = F.coalesce(F.col("pre"), F.lit(0).cast(LongType()))
     return (
         per_user.withColumn("running", running)
+        .join(pre, [*GROUP_PERIOD, "user_id", "event_type"], "left")
         .groupBy(*GROUP_PERIOD, "is_control", "event_type", "window_end")
-        .agg(*(
-            F.sum(window_growth(metric, F.col("n"), F.col("running"))).alias(metric.column)
-            for metric in EVENT_METRICS
-        ))
+        .agg(
+            *(F.sum(growth[column]).alias(column) for column in COUNT_COLUMNS),
+            *(F.sum(x * growth[crossed]).alias(column)
+              for crossed, column in zip(CROSSED_METRICS, COVARIATE_COLUMNS[2:], strict=True)),
+        )
         .select(
-            *GROUP_PERIOD, "is_control", "event_type", "window_end",
-            F.lit(0).cast(LongType()).alias("triggered"), *COUNT_COLUMNS,
+            *GROUP_PERIOD, "is_control", "event_type", "window_end", _zero("triggered"),
+            *COUNT_COLUMNS, *(_zero(name) for name in COVARIATE_COLUMNS[:2]),
+            *COVARIATE_COLUMNS[2:],
         )
     )
 
@@ -158,12 +213,17 @@ def window_deltas(
     window_ms: int,
     since_ms: int,
     until_ms: int,
+    pre_windows: int = 0,
 ) -> DataFrame:
-    """All deltas (DELTA_COLUMNS) of the given periods from raw data in [since, until)."""
+    """All deltas (DELTA_COLUMNS) of the given periods from raw data in [since, until);
+    events from `pre_windows` + 1 windows earlier, for the pre-exposure counts."""
     triggers = first_triggers(raw_activations, periods, since_ms, until_ms)
-    events = clean_events(raw_events, since_ms, until_ms)
-    deltas = trigger_deltas(triggers, window_ms).unionByName(
-        event_deltas(events, triggers, window_ms)
+    events = clean_events(raw_events, since_ms - (pre_windows + 1) * window_ms, until_ms)
+    pre = pre_exposure(events, triggers, window_ms, pre_windows)
+    deltas = (
+        trigger_deltas(triggers, window_ms)
+        .unionByName(pre_exposure_deltas(pre, triggers, window_ms))
+        .unionByName(event_deltas(events, triggers, pre, window_ms))
     )
     return deltas.select(
         *(F.col(name).cast(LongType()) if name in _LONGS else F.col(name)
@@ -171,4 +231,5 @@ def window_deltas(
     )
 
 
-_LONGS = frozenset(("period_start", "window_end", "triggered", *COUNT_COLUMNS))
+_LONGS = frozenset(("period_start", "window_end", "triggered", *COUNT_COLUMNS,
+                    *COVARIATE_COLUMNS))

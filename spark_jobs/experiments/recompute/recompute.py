@@ -35,8 +35,9 @@ from spark_jobs.experiments.core.batch_metrics import (
     periods_with_windows_in,
     window_rows_between,
 )
-from spark_jobs.experiments.core.metrics import COUNT_COLUMNS
+from spark_jobs.experiments.core.metrics import COUNT_COLUMNS, COVARIATE_COLUMNS
 from spark_jobs.experiments.core.periods import periods
+from spark_jobs.experiments.core.pre_exposure import pre_exposure_windows
 from spark_jobs.experiments.core.user_metrics import Delta
 from spark_jobs.experiments.recompute.dead_records import (
     DEAD_COLUMNS,
@@ -74,6 +75,7 @@ def group_period_rows(
             r.experiment_hash, r.experiment_group, int(r.period_start), bool(r.is_control),
             None if pd.isna(r.event_type) else r.event_type, int(r.window_end),
             int(r.triggered), tuple(int(getattr(r, column)) for column in COUNT_COLUMNS),
+            tuple(int(getattr(r, column)) for column in COVARIATE_COLUMNS),
         )
         for r in deltas.itertuples(index=False)
     ]
@@ -122,6 +124,7 @@ def metric_rows(spark: SparkSession, settings: Settings, day: datetime.date) -> 
         experiments.window_ms,
         since_ms=min(p.start for p in chosen),
         until_ms=until_ms,
+        pre_windows=pre_exposure_windows(experiments.pre_exposure_ms, experiments.window_ms),
     )
     return deltas.groupBy(*GROUP_PERIOD).applyInPandas(
         rows_per_group_period(experiments, after_ms, until_ms), ROW_DDL

@@ -6,7 +6,8 @@ row names its experiment, group, period, event type, window and metric:
 - monotone: value >= previous_value, for consecutive windows of one period;
 - reset after a re-ramp: value <= raw_bound, for the first window of a period that is not
   the group's first, where raw_bound is what the raw data inside [period start, window end)
-  could give at most; a period that carried earlier counts over exceeds it;
+  could give at most; a period that carried earlier counts over exceeds it (the live
+  metrics only: CUPED's pre-exposure sums look before the period start by design);
 - drift: streaming vs batch per closed window, `drift` = relative difference (missing = 1).
 """
 
@@ -17,13 +18,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from spark_jobs.experiments.core.metrics import EVENT_METRICS, METRIC_COLUMNS, TRIGGERED_USERS
+from spark_jobs.experiments.core.metrics import (
+    EVENT_METRICS,
+    LIVE_METRIC_COLUMNS,
+    METRIC_COLUMNS,
+    TRIGGERED_USERS,
+)
 
 GROUP = ["experiment_hash", "experiment_group"]
 GROUP_PERIOD = [*GROUP, "period_start"]
 SERIES = [*GROUP_PERIOD, "event_type"]
 KEY = [*SERIES, "window_end"]
 METRICS = list(METRIC_COLUMNS)
+RESET_METRICS = list(LIVE_METRIC_COLUMNS)
 
 MONOTONE_COLUMNS = [*KEY, "metric", "previous_window_end", "value", "previous_value"]
 RESET_COLUMNS = [*KEY, "metric", "value", "raw_bound"]
@@ -43,10 +50,11 @@ def in_groups(frame: pd.DataFrame, groups: list[tuple[str, str]]) -> pd.DataFram
     return frame[pd.MultiIndex.from_frame(frame[GROUP]).isin(wanted)]
 
 
-def _long(frame: pd.DataFrame, id_columns: list[str], pairs: dict[str, list[str]]) -> pd.DataFrame:
+def _long(frame: pd.DataFrame, id_columns: list[str], pairs: dict[str, list[str]],
+          metrics: list[str] = METRICS) -> pd.DataFrame:
     """One row per metric: `pairs` maps an output column to its per-metric source columns."""
     parts = []
-    for index, metric in enumerate(METRICS):
+    for index, metric in enumerate(metrics):
         part = frame[id_columns].copy()
         part.insert(len(KEY), "metric", metric)
         for out, sources in pairs.items():
@@ -126,9 +134,9 @@ def reset_bounds(
     event_bounds = per_user.groupby(SERIES)[counted].sum()
     rows = first_rows.merge(triggered, on=GROUP_PERIOD, how="left")
     rows = rows.merge(event_bounds, on=SERIES, how="left")
-    bounds = [f"bound_{m}" for m in METRICS]
+    bounds = [f"bound_{m}" for m in RESET_METRICS]
     rows[bounds] = rows[bounds].fillna(0).astype("int64")
-    long = _long(rows, KEY, {"value": METRICS, "raw_bound": bounds})
+    long = _long(rows, KEY, {"value": RESET_METRICS, "raw_bound": bounds}, RESET_METRICS)
     return long[RESET_COLUMNS]
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 
+from spark_jobs.experiments.core.metrics import COVARIATE_COLUMNS
 from spark_jobs.experiments.core.tumbling_windows import period_last_window, window_end
 from spark_jobs.results.stats import GroupCounts
 from spark_jobs.results.verdicts import ExperimentVerdict, GroupHistory
@@ -40,9 +41,13 @@ class LiveResult:
 
 
 def counts(row: Any) -> GroupCounts:
-    """A metrics row's (final or provisional) counts."""
+    """A metrics row's (final or provisional) counts, with CUPED's sums where the row has
+    them (final rows written since they exist)."""
+    pre = tuple(getattr(row, column, None) for column in COVARIATE_COLUMNS)
+    has_pre = all(value is not None and not pd.isna(value) for value in pre)
     return GroupCounts(int(row.triggered_users), int(row.propensity), int(row.volume),
-                       int(row.volume_sum_squares))
+                       int(row.volume_sum_squares),
+                       tuple(int(value) for value in pre) if has_pre else None)
 
 
 @dataclass(frozen=True)

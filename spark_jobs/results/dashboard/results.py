@@ -22,6 +22,7 @@ import pandas as pd
 from deltalake import DeltaTable
 
 from spark_jobs.contracts.tables import TABLE_EXPERIMENT_METRICS, TABLE_PROVISIONAL_METRICS
+from spark_jobs.experiments.core.metrics import COVARIATE_COLUMNS
 from spark_jobs.experiments.core.periods import RampRow
 from spark_jobs.results.dashboard.live import (
     PROVISIONAL_COLUMNS,
@@ -31,11 +32,12 @@ from spark_jobs.results.dashboard.live import (
 )
 from spark_jobs.results.verdicts import ExperimentVerdict, GroupHistory, judge
 from spark_jobs.settings import Settings
-from spark_jobs.streaming.lake.delta import load_table
+from spark_jobs.streaming.lake.delta import columns_present, load_table
 
 COLUMNS = [
     "experiment_hash", "experiment_group", "period_start", "event_type", "window_end",
     "is_control", "triggered_users", "propensity", "volume", "volume_sum_squares",
+    *COVARIATE_COLUMNS,
 ]
 NO_PROVISIONAL_ROWS = pd.DataFrame(columns=PROVISIONAL_COLUMNS)
 NO_FINAL_WINDOW = "no window is final yet: live results only"
@@ -189,9 +191,11 @@ def build_results(frame: pd.DataFrame, ramps: list[RampRow], settings: Settings,
 
 
 def _frame(table: DeltaTable | None, columns: list[str]) -> pd.DataFrame:
+    """The columns of a table (a column an older table lacks reads as missing)."""
     if table is None:
         return pd.DataFrame(columns=columns)
-    return table.to_pyarrow_table(columns=columns).to_pandas()
+    frame = table.to_pyarrow_table(columns=columns_present(table, columns)).to_pandas()
+    return frame.reindex(columns=columns)
 
 
 def load_results(settings: Settings, table: DeltaTable | None = None,

@@ -253,6 +253,7 @@ def _upsert(
             predicate,
             source_alias="s",
             target_alias="t",
+            merge_schema=True,  # a table of an older release gains the columns added since
             commit_properties=commit,
         )
         .when_matched_update_all()
@@ -345,6 +346,13 @@ def read_arrow(table_uri: str, columns: list[str] | None = None, filters: Any = 
     Raises TableMissingError when there is no table at the URI.
     """
     return _open(table_uri).to_pyarrow_table(columns=columns, filters=filters)
+
+
+def columns_present(table: DeltaTable, wanted: Sequence[str]) -> list[str]:
+    """The wanted columns that the table has, in the wanted order: a table written by an
+    older release may lack the columns added since."""
+    present = {field.name for field in table.schema().fields}
+    return [name for name in wanted if name in present]
 
 
 def spark_schema(table: DeltaTable) -> StructType:

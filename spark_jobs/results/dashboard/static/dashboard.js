@@ -385,10 +385,23 @@ function renderTable(detail) {
       el("td", { className: decisive("holm") }, pValue(m.p_holm)),
       el("td", { className: decisive("bh") }, pValue(m.p_bh)),
       el("td", { className: decisive("sequential") }, pValue(m.p_sequential)),
+      cupedCell(m),
       el("td", { className: "num", dataset: { cell: "plan" } }, m.plan
         ? `±${percent(m.plan.mde, 1)} · ${percent(m.plan.power, 0)}` : "—"));
   });
   table.tBodies[0].replaceChildren(...rows);
+}
+
+/* The CUPED-adjusted difference with its interval and the variance it removes ("—" when
+   the rows carry no pre-exposure sums). */
+function cupedCell(m) {
+  if (m.cuped_difference === null || m.cuped_difference === undefined) {
+    return el("td", { className: "num muted", dataset: { cell: "cuped" } }, "—");
+  }
+  return el("td", { className: "num", dataset: { cell: "cuped" } },
+    difference(m.metric, m.cuped_difference), " ", el("span", { className: "interval" },
+      `[${difference(m.metric, m.cuped_low)}, ${difference(m.metric, m.cuped_high)}]`),
+    " · ", el("span", { className: "reduction" }, `−${percent(m.cuped_reduction, 0)}`));
 }
 
 function sortedMetrics(metrics, order) {
