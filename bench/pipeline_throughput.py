@@ -86,6 +86,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                              "cluster's spark://127.0.0.1:7077, as bench.cluster_scaling does)")
     parser.add_argument("--no-ceiling", action="store_true",
                         help="skip the pure-Python replay of the clean rows")
+    parser.add_argument("--pre-exposure", default=None,
+                        help="experiments.pre_exposure, CUPED's lookback (default: the "
+                             "setting's, 1d: the whole 3 h workload; 0 turns it off)")
     parser.add_argument("--out", default=None, help="result JSON (default bench/results/...)")
     return parser.parse_args(argv)
 
@@ -507,8 +510,10 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     machine = machine_info()
+    experiments = {**EXPERIMENTS, **({"pre_exposure": args.pre_exposure}
+                                     if args.pre_exposure is not None else {})}
     overrides = {
-        "experiments": EXPERIMENTS,
+        "experiments": experiments,
         "jobs": {"trigger": args.trigger, "max_records_per_trigger": args.limit},
         **({"spark": {"master": args.master}} if args.master else {}),
     }
@@ -531,7 +536,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "benchmark": NAME,
         "machine": machine,
         "params": {"messages": args.messages, "users": spec.n_users, "limit": args.limit,
-                   "trigger": args.trigger, "experiments": EXPERIMENTS, "seed": SEED,
+                   "trigger": args.trigger, "experiments": experiments, "seed": SEED,
                    "master": settings.spark.master},
         "workload": workload,
         "wall": {

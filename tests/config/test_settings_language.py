@@ -47,6 +47,7 @@ OLD_DEFAULTS: dict[str, dict[str, Any]] = {
         "cap_per_user_hour": 1000,
         "critical_event_types": ["impression", "click", "save", "search"],
         "snapshot_interval": "5m",
+        "pre_exposure": "1d",  # issue 17: CUPED's lookback
     },
     "jobs": {
         "trigger": "1s", "max_records_per_trigger": 200_000, "snapshot_refresh": "10s",

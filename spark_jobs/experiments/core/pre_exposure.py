@@ -29,40 +29,56 @@ def pre_exposure_range(first_trigger: int, window_ms: int, windows: int) -> tupl
 
 
 class PreExposureHistory:
-    """Counts of a user's clean events per (event type, window end), kept for the lookback."""
+    """Counts of a user's clean events per window end and event type, kept for the lookback.
 
-    __slots__ = ("counts", "window_ms", "windows")
+    Keyed by window end first, so that forgetting and the next expiry look at one key per
+    window, and `oldest` makes both O(1) when nothing is due (they run on every touch of a
+    user: the job's hot path).
+    """
+
+    __slots__ = ("counts", "oldest", "window_ms", "windows")
 
     def __init__(self, window_ms: int, windows: int,
-                 counts: dict[tuple[str, int], int] | None = None) -> None:
+                 counts: dict[int, dict[str, int]] | None = None) -> None:
         self.window_ms = window_ms
         self.windows = windows
-        self.counts: dict[tuple[str, int], int] = counts or {}
+        self.counts: dict[int, dict[str, int]] = counts or {}
+        self.oldest: int | None = min(self.counts) if self.counts else None
 
     def add(self, event_type: str, ts: int) -> None:
         """Count one accepted clean event (a no-op when the lookback is 0)."""
-        if self.windows:
-            key = (event_type, window_end(ts, self.window_ms))
-            self.counts[key] = self.counts.get(key, 0) + 1
+        if not self.windows:
+            return
+        end = window_end(ts, self.window_ms)
+        per_type = self.counts.get(end)
+        if per_type is None:
+            self.counts[end] = {event_type: 1}
+            if self.oldest is None or end < self.oldest:
+                self.oldest = end
+        else:
+            per_type[event_type] = per_type.get(event_type, 0) + 1
 
     def volume_before(self, first_trigger: int) -> dict[str, int]:
         """x per event type for this first trigger (types without events left out)."""
         low, high = pre_exposure_range(first_trigger, self.window_ms, self.windows)
         volume: dict[str, int] = {}
-        for (event_type, end), count in self.counts.items():
+        for end, per_type in self.counts.items():
             if low < end <= high:  # the window [end - w, end) lies inside [low, high)
-                volume[event_type] = volume.get(event_type, 0) + count
+                for event_type, count in per_type.items():
+                    volume[event_type] = volume.get(event_type, 0) + count
         return volume
 
     def forget_before(self, watermark_ms: int) -> None:
         """Drop the windows no first trigger still to come can look back at."""
-        if self.counts:
-            oldest_needed = watermark_ms - (self.windows + 1) * self.window_ms
-            for key in [k for k in self.counts if k[1] <= oldest_needed]:
-                del self.counts[key]
+        oldest_needed = watermark_ms - (self.windows + 1) * self.window_ms
+        if self.oldest is None or self.oldest > oldest_needed:
+            return
+        for end in [e for e in self.counts if e <= oldest_needed]:
+            del self.counts[end]
+        self.oldest = min(self.counts) if self.counts else None
 
     def next_expiry(self) -> int | None:
         """The watermark at which the oldest count can go (a window end), or None."""
-        if not self.counts:
+        if self.oldest is None:
             return None
-        return min(end for _, end in self.counts) + (self.windows + 1) * self.window_ms
+        return self.oldest + (self.windows + 1) * self.window_ms

@@ -302,7 +302,9 @@ class UserMetricsState:
             state.memberships = {k: Membership(*v) for k, v in members.items()}
             state.pending = pending
             state.seen = dict.fromkeys(seen)
-            state.history.counts = history[0] if history else {}
+            if history:
+                state.history = PreExposureHistory(params.window_ms,
+                                                   params.pre_exposure_windows, history[0])
             for key, member in state.memberships.items():
                 if len(members[key]) == 4:  # saved before provisional rows: none reported
                     state._report_all(key, member)
