@@ -184,12 +184,12 @@ def test_sigkilled_metrics_job_resumes_without_loss_or_duplicates(pipeline):
     root = pipeline["root"]
     settings = load_settings(environ={}, overrides={
         **pipeline["overrides"], "lake": {"root": str(root / "crash_lake")},
-        "jobs": {"max_records_per_trigger": 1500, "compact_every_batches": 3},
+        "jobs": {"max_records_per_trigger": 4000, "compact_every_batches": 3},
     })
     config = root / "crash.yaml"
     config.write_text(yaml.safe_dump({
         **pipeline["overrides"], "lake": {"root": str(root / "crash_lake")},
-        "jobs": {"max_records_per_trigger": 1500, "compact_every_batches": 3},
+        "jobs": {"max_records_per_trigger": 4000, "compact_every_batches": 3},
     }))
     log = root / "crash_job.log"
     table = settings.lake.table("experiment_metrics")

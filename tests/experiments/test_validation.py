@@ -22,7 +22,7 @@ from spark_jobs.config.steps import recording
 from spark_jobs.control.validation_results import read_results
 from spark_jobs.experiments.jobs.experiment_metrics import METRICS_SCHEMA
 from spark_jobs.experiments.validation.cases import CASES, RAMPS_AFTER_FIRST_PERIOD
-from spark_jobs.experiments.validation.checks import METRICS
+from spark_jobs.experiments.validation.checks import RESET_METRICS
 from spark_jobs.experiments.validation.run import ValidationFailed, validate_case, validate_day
 from spark_jobs.experiments.validation.suites import CHECKS, DRIFT, MONOTONE, RESET
 from spark_jobs.streaming.days import day_bounds_ms
@@ -72,8 +72,8 @@ def test_clean_history_passes_every_check_of_every_case_and_day(recomputed, tmp_
     }
     day_2 = lake.days[1]
     assert all(evaluated[(day_2, case, check)] > 0 for case in CASES for check in (MONOTONE, DRIFT))
-    # 4 re-ramps x 4 event types x every metric
-    assert evaluated[(day_2, RAMPS_AFTER_FIRST_PERIOD, RESET)] == 4 * 4 * len(METRICS)
+    # 4 re-ramps x 4 event types x every live metric (CUPED's sums look before the period)
+    assert evaluated[(day_2, RAMPS_AFTER_FIRST_PERIOD, RESET)] == 4 * 4 * len(RESET_METRICS)
     drift = _checks(summaries[1]["cases"][RAMPS_AFTER_FIRST_PERIOD])[DRIFT]
     assert drift["max_drift"] == 0.0 and drift["worst"]["streaming"] == drift["worst"]["batch"]
     # on day 3 only the re-ramped groups still have windows
