@@ -90,7 +90,7 @@ def run_once(rows: list[dict[str, Any]], limit: int, params: JoinParameters,
     states: dict[int, LocalGroupState] = defaultdict(LocalGroupState)
     watermark = max_ts = 0
     cpu = 0.0
-    out: list[str] = []
+    frames_out: list[pd.DataFrame] = []
     for start in [*range(0, len(rows), limit), len(rows), len(rows)]:
         batch = rows[start:start + limit]
         by_bucket: dict[int, list[dict[str, Any]]] = defaultdict(list)
@@ -103,12 +103,12 @@ def run_once(rows: list[dict[str, Any]], limit: int, params: JoinParameters,
             state.watermark, state.hasTimedOut = watermark, b not in frames
             if state.hasTimedOut and (state.timeout is None or state.timeout >= watermark):
                 continue  # Spark times a group out once the watermark is past its timeout
-            for frame in processor((b,), iter([frames[b]] if b in frames else []), state):
-                out.extend(repr(r) for r in frame.astype(object).where(
-                    frame.notna(), None).itertuples(index=False))
+            frames_out.extend(processor((b,), iter([frames[b]] if b in frames else []), state))
         cpu += time.process_time() - started
         max_ts = max([max_ts, *(r["_ts"] for r in batch if r["_ts"] is not None)])
         watermark = max(watermark, max_ts - lateness_ms)
+    out = [repr(r) for frame in frames_out
+           for r in frame.astype(object).where(frame.notna(), None).itertuples(index=False)]
     digest = hashlib.sha256("\n".join(sorted(out)).encode()).hexdigest()
     return cpu, digest, len(out)
 
