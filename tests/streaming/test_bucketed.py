@@ -13,6 +13,7 @@ from pyspark.sql.types import LongType, StringType, StructField
 
 from spark_jobs.streaming.bucketed.frames import column_values, to_frame
 from spark_jobs.streaming.bucketed.keys import UNKEYED
+from spark_jobs.streaming.bucketed.local_state import LocalGroupState
 from spark_jobs.streaming.bucketed.processor import BucketedProcessor
 from spark_jobs.streaming.bucketed.store import BucketStore
 from spark_jobs.streaming.event_time import FUTURE_COLUMN
@@ -64,31 +65,7 @@ class SumProcessor(BucketedProcessor[Sum]):
         state.until = None
 
 
-class FakeState:
-    """What applyInPandasWithState's GroupState offers, kept between calls."""
-
-    def __init__(self) -> None:
-        self.value: tuple[bytes] | None = None
-        self.timeout: int | None = None
-        self.watermark = 0
-        self.hasTimedOut = False
-
-    @property
-    def getOption(self) -> tuple[bytes] | None:
-        return self.value
-
-    def getCurrentWatermarkMs(self) -> int:
-        return self.watermark
-
-    def update(self, value: tuple[bytes]) -> None:
-        self.value = value
-
-    def remove(self) -> None:
-        self.value, self.timeout = None, None
-
-    def setTimeoutTimestamp(self, ms: int) -> None:
-        assert ms >= self.watermark and ms > 0
-        self.timeout = ms
+FakeState = LocalGroupState  # the GroupState the tests drive processors with (samples too)
 
 
 def frame(*rows: dict[str, Any]) -> pd.DataFrame:

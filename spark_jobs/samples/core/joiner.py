@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import pickle
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from dataclasses import dataclass, field
 
 from spark_jobs.samples.core.dedup import DuplicateView
@@ -129,16 +129,22 @@ class UserJoinState:
         return min(times) if times else None
 
     def to_bytes(self) -> bytes:
-        """Plain tuples, not the classes, so stored state survives refactoring."""
+        """Plain tuples, not the classes, so stored state survives refactoring. Every
+        touched user's state is encoded and decoded once per micro-batch: both are single
+        comprehensions over flat tuples."""
         views = [
-            (v.view_id, v.user_id, v.post_id, v.ts, v.context, *_coordinates(v.source))
+            (v.view_id, v.user_id, v.post_id, v.ts, v.context,
+             s.topic, s.partition, s.offset, s.kafka_timestamp, s.key)
             for v in self.views.values()
+            for s in (v.source,)
         ]
         engagements = [
-            (e.user_id, e.post_id, e.view_id, e.signal, e.ts, e.raw, *_coordinates(e.source),
+            (e.user_id, e.post_id, e.view_id, e.signal, e.ts, e.raw,
+             s.topic, s.partition, s.offset, s.kafka_timestamp, s.key,
              p.view_seen, p.target_ts)
             for p in self.engagements
             for e in (p.engagement,)
+            for s in (e.source,)
         ]
         markers = [(view_id, m.user_id, m.post_id, m.ts, m.until)
                    for view_id, marks in self.markers.items() for m in marks]
@@ -152,20 +158,23 @@ class UserJoinState:
         state = cls(window_ms)
         for view_id, *marker in rest[0] if rest else ():
             state.markers.setdefault(view_id, []).append(Marker(*marker))
-        for view_id, user_id, post_id, ts, context, *src in views:
-            state.views[view_id] = View(view_id, user_id, post_id, ts, context, Source(*src))
-        for user_id, post_id, view_id, signal, ts, raw, *src in engagements:
-            target_ts = src.pop() if version == _FORMAT else None
+        state.views = {
+            view_id: View(view_id, user_id, post_id, ts, context, Source(*src))
+            for view_id, user_id, post_id, ts, context, *src in views}
+        if version == _FORMAT:
+            state.engagements = [
+                PendingEngagement(Engagement(user_id, post_id, view_id, signal, ts, raw,
+                                             Source(topic, partition, offset, at, key)),
+                                  view_seen, target_ts)
+                for (user_id, post_id, view_id, signal, ts, raw,
+                     topic, partition, offset, at, key, view_seen, target_ts) in engagements]
+            return state
+        for user_id, post_id, view_id, signal, ts, raw, *src in engagements:  # format 1
             view_seen = src.pop()
             engagement = Engagement(user_id, post_id, view_id, signal, ts, raw, Source(*src))
-            if version == 1 and view_id in state.views:
-                target_ts = state.views[view_id].ts
+            target_ts = state.views[view_id].ts if view_id in state.views else None
             state.engagements.append(PendingEngagement(engagement, view_seen, target_ts))
         return state
-
-
-def _coordinates(source: Source) -> tuple[str, int, int, int, str | None]:
-    return (source.topic, source.partition, source.offset, source.kafka_timestamp, source.key)
 
 
 def _view_order(view: View) -> tuple[int, str, int, int]:
@@ -204,18 +213,22 @@ def add_records(
                 DeadLetter(record.reason, record.raw, record.source, record.detail))
         else:
             raise TypeError(f"not a samples record: {record!r}")
+    # the view_ids pending engagements name (views never add engagements: the set can only
+    # be a superset while the views are added), so that a view no engagement names skips
+    # the scan of the pending engagements
+    named = {p.engagement.view_id for p in state.engagements}
     for view in views:
         if isinstance(view, DuplicateView):
-            _add_duplicate(state, view, params, result)
+            _add_duplicate(state, view, params, result, named)
         else:
-            _add_view(state, view, watermark_ms, params, result)
+            _add_view(state, view, watermark_ms, params, result, named)
     for engagement in engagements:
         _add_engagement(state, engagement, watermark_ms, params, result)
     return result
 
 
 def _add_view(state: UserJoinState, view: View, watermark_ms: int, params: JoinParameters,
-              result: StepResult) -> None:
+              result: StepResult, named: Container[str | None]) -> None:
     if view.ts < watermark_ms:
         result.dead_letters.append(DeadLetter(LATE, view.raw, view.source))
         return
@@ -229,11 +242,13 @@ def _add_view(state: UserJoinState, view: View, watermark_ms: int, params: JoinP
         _close(state, [pending], params, result)
     state.views[view.view_id] = View(view.view_id, view.user_id, view.post_id, view.ts,
                                      view.context, view.source)  # kept without its raw text
-    _retarget_pending(state, view.view_id, view, result)
+    if view.view_id in named:
+        _retarget_pending(state, view.view_id, view, result)
 
 
 def _add_duplicate(
-    state: UserJoinState, duplicate: DuplicateView, params: JoinParameters, result: StepResult
+    state: UserJoinState, duplicate: DuplicateView, params: JoinParameters, result: StepResult,
+    named: Container[str | None],
 ) -> None:
     """Count it and remember whose view the id is (one marker per first arrival)."""
     result.duplicate_views += 1
@@ -246,7 +261,8 @@ def _add_duplicate(
             return
     marker = Marker(duplicate.first_user_id, duplicate.first_post_id, duplicate.first_ts, until)
     marks.append(marker)
-    _retarget_pending(state, view.view_id, marker, result)
+    if view.view_id in named:
+        _retarget_pending(state, view.view_id, marker, result)
 
 
 def _takes_over(new_ts: int, old_ts: int | None, at: int) -> bool:

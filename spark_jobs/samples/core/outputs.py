@@ -25,9 +25,9 @@ NO_VIEW = "no_view"
 OUTSIDE_WINDOW = "outside_window"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)  # one per view: built as cheaply as a View
 class Sample:
-    """One view with its labels: ((signal, 0 or 1), ...) in config order."""
+    """One view with its labels: ((signal, 0 or 1), ...) in config order; never mutated."""
 
     view_id: str
     user_id: int

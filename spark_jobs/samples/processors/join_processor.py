@@ -24,7 +24,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from pyspark.sql import Row
 from pyspark.sql.types import (
     IntegerType,
     LongType,
@@ -62,7 +61,8 @@ from spark_jobs.samples.processors.dedup_processor import (
     parsed_view,
 )
 from spark_jobs.streaming.bucketed.processor import BucketedProcessor
-from spark_jobs.streaming.lake.dead_letters import DeadLetter, origin_columns
+from spark_jobs.streaming.lake.dead_letters import DeadLetter
+from spark_jobs.streaming.output_rows import PositionalRow
 from spark_jobs.streaming.processor import output_schema as processor_schema
 
 KIND_SAMPLE, KIND_ORPHAN = "sample", "orphan"
@@ -70,6 +70,11 @@ _DETAILS = {  # the detail of a join's dead letter (the parser gives its own)
     LATE: "ts is behind the watermark of training_samples (samples.lateness)",
     VIEW_MISMATCH: "view_id names a view of another user or post",
 }
+_ORIGIN = ("topic", "partition", "offset", "kafka_timestamp", "key")
+_SAMPLE_COLUMNS = ("kind", "sample_id", "view_id", "user_id", "post_id", "ts", "context",
+                   "labels", *_ORIGIN)
+_ORPHAN_COLUMNS = ("kind", "view_id", "user_id", "post_id", "ts", "signal", *_ORIGIN,
+                   "raw_value", "reason")
 # what the processor reads of an input row (the de-duplication's output)
 INPUT_FIELDS = (
     "user_id", "kafka_topic", "kafka_partition", "kafka_offset", "kafka_timestamp",
@@ -132,19 +137,21 @@ class SampleJoinProcessor(BucketedProcessor[UserJoinState]):
         super().__init__(output_schema(params.signals), INPUT_FIELDS)
         self.params = params
         self.max_message_bytes = max_message_bytes
+        self._sample_row = PositionalRow(self.schema, _SAMPLE_COLUMNS)
+        self._orphan_row = PositionalRow(self.schema, _ORPHAN_COLUMNS)
 
     def load(self, payload: bytes | None) -> UserJoinState:
         state = UserJoinState.from_bytes(payload) if payload is not None else UserJoinState()
         self._loaded = (state, payload)  # on_rows' snapshot: the isolation needs no encoding
         return state
 
-    def on_unkeyed(self, rows: list[Any]) -> Iterator[Row]:
+    def on_unkeyed(self, rows: list[Any]) -> Iterator[tuple[Any, ...]]:
         """No integer user_id: the parser says why, nothing is kept."""
         for record in parsed(rows, self.params.signals, self.max_message_bytes):
             yield self.dead_letter(_rejected(record))
 
     def on_rows(self, key: Any, state: UserJoinState, rows: list[Any], watermark_ms: int
-                ) -> Iterator[Row]:
+                ) -> Iterator[tuple[Any, ...]]:
         records = parsed(rows, self.params.signals, self.max_message_bytes)
         loaded, payload = getattr(self, "_loaded", (None, None))
         step = add_isolated(state, records, watermark_ms, self.params,
@@ -158,22 +165,25 @@ class SampleJoinProcessor(BucketedProcessor[UserJoinState]):
         result.extend(advance(state, watermark_ms, self.params))
         return self.result_rows(result)
 
-    def on_due(self, key: Any, state: UserJoinState, watermark_ms: int) -> Iterator[Row]:
+    def on_due(self, key: Any, state: UserJoinState, watermark_ms: int
+               ) -> Iterator[tuple[Any, ...]]:
         return self.result_rows(advance(state, watermark_ms, self.params))
 
-    def result_rows(self, result: StepResult) -> Iterator[Row]:
+    def result_rows(self, result: StepResult) -> Iterator[tuple[Any, ...]]:
         """One output row per sample, orphan and dead letter of a step (and the duplicate
-        count)."""
+        count). Samples and orphans, one per view and per unmatched engagement, are built
+        as plain tuples in schema order (a Row of keywords costs several times more)."""
+        sample_row, orphan_row = self._sample_row, self._orphan_row
         for sample in result.samples:
-            yield self.row(KIND_SAMPLE, sample_id=sample.sample_id, view_id=sample.view_id,
-                           user_id=sample.user_id, post_id=sample.post_id, ts=sample.ts,
-                           context=sample.context, labels=dict(sample.labels),
-                           **origin_columns(sample.source))
+            s = sample.source
+            yield sample_row(KIND_SAMPLE, sample.view_id, sample.view_id, sample.user_id,
+                             sample.post_id, sample.ts, sample.context, dict(sample.labels),
+                             s.topic, s.partition, s.offset, s.kafka_timestamp, s.key)
         for orphan in result.orphans:
-            e = orphan.engagement
-            yield self.row(KIND_ORPHAN, view_id=e.view_id, user_id=e.user_id,
-                           post_id=e.post_id, ts=e.ts, signal=e.signal,
-                           **origin_columns(e.source), raw_value=e.raw, reason=orphan.reason)
+            e, s = orphan.engagement, orphan.engagement.source
+            yield orphan_row(KIND_ORPHAN, e.view_id, e.user_id, e.post_id, e.ts, e.signal,
+                             s.topic, s.partition, s.offset, s.kafka_timestamp, s.key, e.raw,
+                             orphan.reason)
         for dead in result.dead_letters:
             if dead.detail is None and dead.reason in _DETAILS:
                 dead = DeadLetter(dead.reason, dead.raw, dead.source, _DETAILS[dead.reason])
