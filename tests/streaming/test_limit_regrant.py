@@ -24,7 +24,7 @@ def _plan(begin: dict[str, int], ends: dict[str, int], times: dict[str, list[int
     def align(guess: dict[str, int]) -> dict[str, int]:
         return align_on_event_time(begin, guess, probe, _topic)
 
-    return fill_limit(begin, ends, planned, align(planned), limit, align, split_limit)
+    return fill_limit(begin, ends, planned, align(planned), limit, align, split_limit, _topic)
 
 
 def test_a_small_topic_far_behind_is_read_whole_in_one_batch() -> None:
@@ -54,7 +54,7 @@ def test_interleaved_topics_fill_the_limit_and_stay_aligned() -> None:
 def test_nothing_changes_when_the_limit_is_used() -> None:
     begin = {"a:0": 0, "b:0": 0}
     assert regranted(begin, {"a:0": 10, "b:0": 10}, {"a:0": 5, "b:0": 5},
-                     {"a:0": 5, "b:0": 5}, 10, split_limit) is None
+                     {"a:0": 5, "b:0": 5}, 10, split_limit, _topic) is None
 
 
 def test_only_partitions_that_used_their_share_and_have_more_grow() -> None:
@@ -62,9 +62,19 @@ def test_only_partitions_that_used_their_share_and_have_more_grow() -> None:
     ends = {"a:0": 4, "b:0": 100, "c:0": 100}
     planned = {"a:0": 1, "b:0": 10, "c:0": 10}
     aligned = {"a:0": 1, "b:0": 2, "c:0": 10}  # b was cut back by time
-    guess = regranted(begin, ends, planned, aligned, 21, split_limit)
+    guess = regranted(begin, ends, planned, aligned, 21, split_limit, _topic)
     assert guess is not None
     assert guess["b:0"] == 10  # cut by time: its share is not what limits it
     assert 1 < guess["a:0"] <= 4  # grows, never past what it has
     assert guess["c:0"] > 10
     assert sum(guess.values()) <= 21 + sum(planned.values())
+
+
+def test_partitions_of_a_topic_that_was_cut_get_nothing_more():
+    # one topic, p1 cut back to p0's time: the proportional split already keeps them even, and
+    # growing p0 would only cost probes
+    begin = {"tx:0": 0, "tx:1": 0}
+    ends = {"tx:0": 100, "tx:1": 100}
+    planned = {"tx:0": 10, "tx:1": 10}
+    assert regranted(begin, ends, planned, {"tx:0": 10, "tx:1": 7}, 20, split_limit,
+                     _topic) is None

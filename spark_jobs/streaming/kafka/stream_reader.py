@@ -192,7 +192,7 @@ class TidelineKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailable
                 # a topic far behind must not shrink every batch to its share (limit_regrant)
                 aligned = fill_limit(begin, ends, planned, aligned, limit.max_rows,
                                      lambda guess: self._aligned(begin, guess, available),
-                                     split_limit)
+                                     split_limit, self._topic_of)
             planned = aligned
         return self._sorted(planned)
 
