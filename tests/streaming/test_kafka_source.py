@@ -366,3 +366,41 @@ def test_topics_read_together_wait_for_the_slower_one_until_it_is_idle(
         assert sorted(rest) == list(range(46, 100))
     finally:
         reader.stop()  # its tail index's consumer
+
+
+@pytest.mark.kafka
+def test_a_small_topic_far_behind_is_read_whole_not_a_share_per_batch(
+    kafka: KafkaSettings,
+) -> None:
+    """Ten records of one topic before 600 of another, limit 200: the first plan takes the
+    ten (not their proportional share of 3, which cut the other topic to nothing batch after
+    batch: fraud_rules read one rule per micro-batch), the next ones fill the limit."""
+    small, big = f"src-s-{uuid.uuid4().hex[:8]}", f"src-b-{uuid.uuid4().hex[:8]}"
+    ensure_topics(kafka, [small], 1)
+    ensure_topics(kafka, [big], 2)
+    producer = make_producer(kafka)
+
+    def send(topic: str, times: range) -> None:
+        values = [json.dumps({"user_id": t, "event_type": "click", "ts": BASE_TS + t})
+                  for t in times]
+        produce_all(producer, topic, [str(t) for t in times], values)
+
+    send(small, range(10))
+    send(big, range(1_000, 1_600))
+    options = SourceOptions.parse({"bootstrap": kafka.bootstrap, "topic": f"{small},{big}",
+                                   "record": "events"})
+    reader = TidelineKafkaStreamReader(options)
+    try:
+        begin = reader.initialOffset()
+        reader.prepareForTriggerAvailableNow()
+        plans = []
+        while (end := reader.latestOffset(begin, ReadMaxRows(200))) != begin:
+            read = {topic: 0 for topic in (small, big)}
+            for key in end:
+                read[options.split_key(key)[0]] += int(end[key]) - int(begin.get(key, 0))
+            plans.append((read[small], read[big]))
+            begin = end
+        assert plans[0] == (10, 0)  # the small topic in one plan, not a share per batch
+        assert sum(b for _, b in plans) == 600 and all(b <= 200 for _, b in plans)
+    finally:
+        reader.stop()

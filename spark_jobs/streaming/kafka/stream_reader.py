@@ -4,7 +4,8 @@ Offsets are `{"<partition>": next offset to read}` for every partition and live 
 checkpoint, so a restarted query replays exactly the ranges it planned. Per-trigger limits
 (`maxRecordsPerTrigger`) are split across partitions in proportion to their backlog, so event
 time advances evenly, and topics read together are cut back to the slowest one's event time
-(kafka/event_time_split.py); `trigger(availableNow=True)` reads what existed when the query
+(kafka/event_time_split.py), the limit's unused part going to the partitions that hold the
+cut back (kafka/limit_regrant.py); `trigger(availableNow=True)` reads what existed when the query
 started, in limited batches, and stops. Ends and event times come from the planner's tail
 index when it can vouch for them (kafka/tail_index.py), else from exact Kafka look-ups.
 """
@@ -25,6 +26,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from spark_jobs.streaming.kafka.event_time_split import align_on_event_time
+from spark_jobs.streaming.kafka.limit_regrant import fill_limit
 from spark_jobs.streaming.kafka.options import SourceOptions
 from spark_jobs.streaming.kafka.range_reader import read_range
 from spark_jobs.streaming.kafka.ranges import KafkaRange, RangeReadError
@@ -185,7 +187,13 @@ class TidelineKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailable
             take = split_limit(available, limit.max_rows)
             planned = {p: begin[p] + take[p] for p in ends}
         if limited or len(self.options.topics) > 1:
-            planned = self._aligned(begin, planned, available)
+            aligned = self._aligned(begin, planned, available)
+            if isinstance(limit, ReadMaxRows) and limited and len(self.options.topics) > 1:
+                # a topic far behind must not shrink every batch to its share (limit_regrant)
+                aligned = fill_limit(begin, ends, planned, aligned, limit.max_rows,
+                                     lambda guess: self._aligned(begin, guess, available),
+                                     split_limit, self._topic_of)
+            planned = aligned
         return self._sorted(planned)
 
     def _aligned(
