@@ -208,10 +208,9 @@ def generate(rng: random.Random, n_users: int) -> list[tuple]:
     return records
 
 
-def brute_force(accepted: list[tuple], watermark: int) -> dict[tuple, tuple]:
-    """Section 4 literally: first triggers per period, clean (de-duplicated) events, and for
-    every window W from the first trigger's window to min(last closed, period's last window),
-    E = min(W, s + period) and the four cumulative metrics."""
+def triggers_and_clean_events(accepted: list[tuple]) -> tuple[dict, dict, dict]:
+    """First triggers per group period and user, each period's is_control, and each user's
+    clean (de-duplicated) events, from the accepted records."""
     first: dict[tuple, dict[int, int]] = defaultdict(dict)
     control: dict[tuple, bool] = {}
     for rec in accepted:
@@ -228,28 +227,42 @@ def brute_force(accepted: list[tuple], watermark: int) -> dict[tuple, tuple]:
     for rec in accepted:
         if rec[0] == "evt":
             clean[rec[1]].add((rec[2], rec[3]))
+    return first, control, clean
+
+
+def expected_windows(first: dict, watermark: int):
+    """(group period, its first triggers, W, E) for every window W a group period must have:
+    from its first trigger's window to min(last closed, the period's last window)."""
     closed = last_closed_window(watermark, WINDOW)
-    rows: dict[tuple, tuple] = {}
     for key, triggers in first.items():
         start = key[2]
         w = window_end(min(triggers.values()), WINDOW)
         last = min(closed, period_last_window(start, PERIOD, WINDOW))
         while w <= last:
-            end = min(w, start + PERIOD)
-            triggered = sum(ft < end for ft in triggers.values())
-            for kind in TYPES:
-                counts = [
-                    sum(1 for k, ts in clean[user] if k == kind and ft <= ts < end)
-                    for user, ft in triggers.items()
-                ]
-                rows[(*key, kind, w)] = (
-                    control[key],
-                    triggered,
-                    sum(counts),
-                    sum(c > 0 for c in counts),
-                    sum(c * c for c in counts),
-                )
+            yield key, triggers, w, min(w, start + PERIOD)
             w += WINDOW
+
+
+def brute_force(accepted: list[tuple], watermark: int) -> dict[tuple, tuple]:
+    """Section 4 literally: first triggers per period, clean (de-duplicated) events, and for
+    every window W from the first trigger's window to min(last closed, period's last window),
+    E = min(W, s + period) and the four cumulative metrics."""
+    first, control, clean = triggers_and_clean_events(accepted)
+    rows: dict[tuple, tuple] = {}
+    for key, triggers, w, end in expected_windows(first, watermark):
+        triggered = sum(ft < end for ft in triggers.values())
+        for kind in TYPES:
+            counts = [
+                sum(1 for k, ts in clean[user] if k == kind and ft <= ts < end)
+                for user, ft in triggers.items()
+            ]
+            rows[(*key, kind, w)] = (
+                control[key],
+                triggered,
+                sum(counts),
+                sum(c > 0 for c in counts),
+                sum(c * c for c in counts),
+            )
     return rows
 
 
@@ -430,39 +443,21 @@ def brute_force_cuped(accepted: list[tuple], watermark: int, pre_windows: int
     """Issue 17's CUPED sums literally: x = a triggered user's clean events of the type in
     the `pre_windows` whole windows before the window of their first trigger; per window W
     over the users with first_trigger < E: Σx, Σx², Σ x·c and Σ x·[c > 0]."""
-    first: dict[tuple, dict[int, int]] = defaultdict(dict)
-    for rec in accepted:
-        if rec[0] == "act":
-            _, user, exp, group, _, _, ts = rec
-            found = period_of((exp, group), ts)
-            if found is not None:
-                key = (exp, group, found[0])
-                first[key][user] = min(first[key].get(user, ts), ts)
-    clean: dict[int, set[tuple[str, int]]] = defaultdict(set)
-    for rec in accepted:
-        if rec[0] == "evt":
-            clean[rec[1]].add((rec[2], rec[3]))
-    closed = last_closed_window(watermark, WINDOW)
+    first, _, clean = triggers_and_clean_events(accepted)
     rows: dict[tuple, tuple] = {}
-    for key, triggers in first.items():
-        start = key[2]
-        w = window_end(min(triggers.values()), WINDOW)
-        last = min(closed, period_last_window(start, PERIOD, WINDOW))
-        while w <= last:
-            end = min(w, start + PERIOD)
-            for kind in TYPES:
-                sums = [0, 0, 0, 0]
-                for user, ft in triggers.items():
-                    if ft >= end:
-                        continue
-                    high = window_end(ft, WINDOW) - WINDOW
-                    low = high - pre_windows * WINDOW
-                    x = sum(1 for k, ts in clean[user] if k == kind and low <= ts < high)
-                    c = sum(1 for k, ts in clean[user] if k == kind and ft <= ts < end)
-                    for i, v in enumerate((x, x * x, x * c, x * (c > 0))):
-                        sums[i] += v
-                rows[(*key, kind, w)] = tuple(sums)
-            w += WINDOW
+    for key, triggers, w, end in expected_windows(first, watermark):
+        for kind in TYPES:
+            sums = [0, 0, 0, 0]
+            for user, ft in triggers.items():
+                if ft >= end:
+                    continue
+                high = window_end(ft, WINDOW) - WINDOW
+                low = high - pre_windows * WINDOW
+                x = sum(1 for k, ts in clean[user] if k == kind and low <= ts < high)
+                c = sum(1 for k, ts in clean[user] if k == kind and ft <= ts < end)
+                for i, v in enumerate((x, x * x, x * c, x * (c > 0))):
+                    sums[i] += v
+            rows[(*key, kind, w)] = tuple(sums)
     return rows
 
 
