@@ -6,7 +6,6 @@ index kept them all, exact reads otherwise, every offset exactly once, exact rep
 from __future__ import annotations
 
 import json
-import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -262,15 +261,12 @@ def test_a_prefetching_query_reads_exactly_once_and_replays_exactly(
              .option("checkpointLocation", str(checkpoint))
              .trigger(processingTime="0 seconds").start())
     try:
-        def feed() -> None:
-            for round_ in range(6):
-                _send_events(kafka, topic, 20 * round_, 20)
-                time.sleep(0.2)
-
-        feeder = threading.Thread(target=feed)
-        feeder.start()
-        feeder.join()
-        wait_for(lambda: sum(len(rows) for rows in batches.values()) >= 120, timeout_s=60)
+        # each round is sent once the query read the one before: fed while it runs, however
+        # slow a loaded machine makes its batches
+        for round_ in range(6):
+            _send_events(kafka, topic, 20 * round_, 20)
+            wait_for(lambda n=20 * (round_ + 1): sum(len(rows) for rows in batches.values())
+                     >= n, timeout_s=60)
     finally:
         query.stop()
     assert query.exception() is None
