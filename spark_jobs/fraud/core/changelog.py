@@ -79,12 +79,14 @@ class LoggedStore(MemoryStore):
         log, self._log = self._log, []
         dirty, self._dirty = self._dirty, set()
         by_rule, exact = self.by_rule, ExactWindows()
+        add_whole = exact.add
         for rule_id, key in dirty:
-            window = by_rule.get(rule_id, {}).get(key)
+            keys = by_rule.get(rule_id)
+            window = None if keys is None else keys.get(key)
             if type(window) is ExactWindow:
                 delta = window.take_log_delta()
                 if delta is None:
-                    exact.add(rule_id, key, window.times, window.values)
+                    add_whole(rule_id, key, window.times, window.values)
                 else:
                     log.append((_EXTEND_WINDOW, rule_id, key, *delta))
             elif window is not None:

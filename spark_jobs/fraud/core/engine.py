@@ -26,10 +26,12 @@ from __future__ import annotations
 import functools
 import heapq
 from collections import Counter
+from decimal import Decimal
 from typing import Any
 
 from spark_jobs.contracts.json_gate import DEFAULT_MAX_MESSAGE_BYTES
 from spark_jobs.contracts.reasons import DUPLICATE, MALFORMED
+from spark_jobs.fraud.core.aggregates import Aggregator
 from spark_jobs.fraud.core.keys import (
     Transaction,
     TransactionError,
@@ -44,11 +46,11 @@ from spark_jobs.fraud.core.outputs import (
     dropped,
     rule_error,
 )
-from spark_jobs.fraud.core.plans import field_values, plan, window_result
+from spark_jobs.fraud.core.plans import field_values, first_result, plan, window_result
 from spark_jobs.fraud.core.retention import DEFAULT_LATE_RETENTION_MS, Retention
 from spark_jobs.fraud.core.rules import ControlType, Rule, RuleError, RuleState, parse_rule
 from spark_jobs.fraud.core.store import MemoryStore, WindowStore
-from spark_jobs.fraud.core.windows import ExactWindow, window_loader
+from spark_jobs.fraud.core.windows import ExactWindow, window_loader, window_starter
 from spark_jobs.streaming.lake.dead_letters import LATE
 
 __all__ = ["FraudEngine", "MemoryStore", "Output", "WindowStore"]
@@ -98,6 +100,7 @@ class FraudEngine:
         self._retention = self.retention.ms
         self._watermark: int | None = None  # the newest watermark this engine was given
         self._load_window = window_loader(self.bucket_ms)
+        self._start_window = window_starter(self.bucket_ms)
         self.counters: Counter[str] = Counter()
         stored_mode = store.get_meta(BUCKET_MS)
         if stored_mode != self.bucket_ms:
@@ -261,6 +264,9 @@ class FraudEngine:
         earliest, retention_ms = self.retention.earliest, self._retention
         outputs: list[Output] = []
         keys: dict[tuple[str, ...], str] = {}
+        texts: dict[str, str] = {}  # field -> its value's text, for the new windows
+        firsts: dict[tuple[str, Aggregator], Decimal] = {}  # a new window's aggregate
+        start = self._start_window
         values = field_values(fields, self._fields)
         for rule in self._plans:
             value = values[rule.field]
@@ -272,11 +278,35 @@ class FraudEngine:
                 key = keys[rule.names] = rule.key_of(fields)
             rule_id, window_ms = rule.rule_id, rule.window_ms
             state = get_window(rule_id, key)
-            if state is None and value is None:
-                continue  # an empty window does not alert
+            if state is None:  # a new key: most (rule, key) pairs see one transaction
+                if value is None:
+                    continue  # an empty window does not alert
+                # the window starts with this one entry, so its aggregate is the value's own
+                # (plans.first_result, the same for every rule with this field and function)
+                text = texts.get(rule.field)
+                if text is None:
+                    text = texts[rule.field] = str(value)
+                window = start(event_time, text)
+                due = entry_end + window_ms + retention_ms
+                if self._next_cleanup is None or due < self._next_cleanup:
+                    self._expires_at(due)
+                if self._due is not None:
+                    heapq.heappush(self._due, (due, rule_id, key))
+                if alerting:
+                    result = firsts.get((rule.field, rule.aggregator))
+                    if result is None:
+                        result = firsts[rule.field, rule.aggregator] = first_result(rule, value)
+                    if rule.passes(result, rule.limit):
+                        outputs.append(alert(rule.rule, key, result, transaction, now_ms))
+                        self.counters["alerts"] += 1
+                        if rule.resets:
+                            store.delete_window(rule_id, key)
+                            continue
+                put_window(rule_id, key, window.state())
+                continue
             window = load(state)
             # trim as we go, so that cleanup() mostly has idle keys left to visit
-            trimmed = state is not None and window.expire(
+            trimmed = window.expire(
                 earliest(rule_id, window_ms, watermark_ms), window_ms)
             if value is not None:
                 heap = self._due

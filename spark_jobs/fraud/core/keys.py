@@ -146,6 +146,15 @@ def key_builder(names: Sequence[str]) -> Callable[[Mapping[str, Any]], str]:
             return prefix + key_value_text(transaction.get(name)) + "}"
 
         return one
+    if len(names) == 2:
+        (first, second) = names
+        head, middle = "{" + first + "=", ";" + second + "="
+
+        def two(transaction: Mapping[str, Any]) -> str:
+            get = transaction.get
+            return head + key_value_text(get(first)) + middle + key_value_text(get(second)) + "}"
+
+        return two
     return lambda transaction: grouping_key(transaction, names)
 
 

@@ -57,6 +57,14 @@ def field_values(fields: Mapping[str, Any], names: tuple[str, ...]
     return {name: field_value(fields, name) for name in names}
 
 
+def first_result(rule: RulePlan, value: Decimal) -> Decimal:
+    """window_result of a window holding only the current transaction's value (a new
+    window): what either window kind answers for one entry, without asking it."""
+    if rule.counted:
+        return of_count(rule.aggregator, 1)
+    return rule.aggregator.of_values([value])
+
+
 def window_result(rule: RulePlan, window: Window, event_time: int) -> Decimal | None:
     """The rule's aggregate over its window ending at event_time (None: no value in it)."""
     if rule.counted:

@@ -299,6 +299,20 @@ class _Buckets:
         return max(map(Decimal, self.window.maxs[self.start:self.end]))
 
 
+def window_starter(bucket_ms: int) -> Callable[[int, str], Window]:
+    """The function making a new window holding one entry (event time, value text), the
+    same as loading None and adding it: most transactions start a window for most rules
+    (a new key), and this skips the empty window's searches and inserts."""
+    if bucket_ms <= 0:
+        return lambda event_time, text: ExactWindow([event_time], [text])
+
+    def start(event_time: int, text: str) -> BucketWindow:
+        start = event_time - event_time % bucket_ms
+        return BucketWindow(bucket_ms, ([start], [text], [1], [text], [text]))
+
+    return start
+
+
 def window_loader(bucket_ms: int) -> Callable[[Any], Window]:
     """The function turning stored state (or None) into a Window for this mode:
     exact when bucket_ms <= 0, else buckets of bucket_ms."""

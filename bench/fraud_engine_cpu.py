@@ -1,0 +1,103 @@
+"""CPU time per transaction of the pure fraud engine, and a digest of its alerts (issue 15).
+
+The box these benchmarks run on is shared and loaded, so wall time says little; CPU time
+(process_time) of the same work, best of a few repeats, compares two commits run back to
+back. The digest (every alert's rule, key, aggregate and transaction, in order) shows that a
+faster engine emits the very same alerts.
+
+Traffic: bench.fraud_throughput's (ten benchmark rules, event time at `--event-rate`), fed in
+batches of `--batch` with the job's watermark and clean-up timer. Stores:
+- `pickled`: MemoryStore(pickled=True), bench.fraud_throughput's engine part;
+- `logged`: the LoggedStore both job modes run over, take_changes() after every batch and
+  gc.freeze() as the driver sink and resident shard engines do.
+
+    .venv/bin/python -m bench.fraud_engine_cpu [--transactions 40000] [--repeats 3]
+        [--stores pickled,logged] [--label before] [--out PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import hashlib
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from bench.common import machine_info, publish_result
+from bench.fraud_throughput import LATENESS, traffic
+from spark_jobs.config.durations import parse_duration_ms
+from spark_jobs.fraud.core.changelog import LoggedStore
+from spark_jobs.fraud.core.engine import FraudEngine, MemoryStore
+from spark_jobs.fraud.traffic import benchmark_rules, transaction_text
+
+NAME = "fraud_engine_cpu"
+START_MS = 1_795_000_000_000  # fixed, so that the alerts digest compares across runs
+
+
+def run_once(texts: list[str], times: list[int], store_kind: str, batch: int
+             ) -> dict[str, Any]:
+    """One pass over the traffic with a fresh engine: CPU µs per transaction and the alerts."""
+    store = LoggedStore() if store_kind == "logged" else MemoryStore(pickled=True)
+    engine = FraudEngine(store)
+    for text in benchmark_rules():
+        engine.on_rule(text, times[0] - 1000)
+    lateness = parse_duration_ms(LATENESS)
+    digest, alerts = hashlib.sha256(), 0
+    watermark, timer = -(2**62), None
+    gc.collect()
+    cpu_started = time.process_time()
+    for first in range(0, len(texts), batch):
+        for text in texts[first:first + batch]:
+            for out in engine.on_transaction(text, watermark, 0):
+                alerts += 1
+                digest.update(out.value.encode())
+        if timer is not None and timer <= watermark:
+            engine.cleanup(watermark)
+        timer = engine.next_cleanup_ms(watermark)
+        if isinstance(store, LoggedStore):
+            store.take_changes()
+            gc.collect(1)
+            gc.freeze()
+        watermark = max(watermark, max(times[first:first + batch]) - lateness)
+    cpu_s = time.process_time() - cpu_started
+    gc.unfreeze()
+    return {"cpu_us_per_tx": round(cpu_s / len(texts) * 1e6, 1), "alerts": alerts,
+            "alerts_sha256": digest.hexdigest()[:16]}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=f"bench.{NAME}", description=__doc__.split("\n")[0])
+    parser.add_argument("--transactions", type=int, default=40_000)
+    parser.add_argument("--event-rate", type=float, default=1000.0)
+    parser.add_argument("--batch", type=int, default=20_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--stores", default="pickled,logged")
+    parser.add_argument("--label", default="", help="recorded with the result (before/after)")
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args(argv)
+    machine = machine_info()
+    profile = traffic(args.transactions, args.event_rate, START_MS)
+    # the alert text embeds no wall clock (now_ms 0): the digest compares across runs
+    texts = [transaction_text(t) for t in profile]
+    times = [t["eventTime"] for t in profile]
+    runs: dict[str, list[dict[str, Any]]] = {}
+    for kind in args.stores.split(","):
+        runs[kind] = [run_once(texts, times, kind, args.batch) for _ in range(args.repeats)]
+    result = {"benchmark": NAME, "label": args.label, "machine": machine,
+              "transactions": args.transactions, "batch": args.batch,
+              "runs": runs,
+              "best_cpu_us_per_tx": {k: min(r["cpu_us_per_tx"] for r in v)
+                                     for k, v in runs.items()}}
+
+    def summary(res: dict[str, Any]) -> list[str]:
+        return [f"{kind}: best {res['best_cpu_us_per_tx'][kind]} CPU µs/tx of "
+                f"{[r['cpu_us_per_tx'] for r in rs]}, alerts {rs[0]['alerts']} "
+                f"sha {rs[0]['alerts_sha256']}" for kind, rs in res["runs"].items()]
+
+    publish_result(NAME, args.out, result, summary)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
