@@ -94,16 +94,35 @@ def platform_settings(settings: Settings) -> Settings:
 
 
 def traffic_spec(settings: Settings, users: int, now_ms: int) -> Any:
-    """Endless traffic whose event time starts EVENT_TIME_LAG before now, with the disorder
-    that the live producer's batching leaves room for."""
+    """Endless traffic, with the disorder that the live producer's batching leaves room for,
+    whose first ramp-up lies on the first window boundary EVENT_TIME_LAG before now: the
+    live traffic starts there (`live_start_ms`), so the first results do not wait for the
+    quiet minutes before any experiment is ramped."""
+    import dataclasses
+
     from spark_jobs.experiments.core.tumbling_windows import window_end
     from spark_jobs.experiments.traffic import TrafficSpec, live_disorder_ms
 
+    window_ms = settings.experiments.window_ms
     lag_ms = int(EVENT_TIME_LAG.total_seconds() * 1000)
-    start_ms = window_end(now_ms - lag_ms, settings.experiments.window_ms)
-    return TrafficSpec.from_settings(
-        settings.experiments, start_ms=start_ms, n_users=users,
+    live_from = window_end(now_ms - lag_ms, window_ms)
+    spec = TrafficSpec.from_settings(
+        settings.experiments, start_ms=live_from, n_users=users,
         disorder_ms=live_disorder_ms(settings.experiments.lateness_ms))
+    return dataclasses.replace(spec, start_ms=live_from - _lead_ms(spec))
+
+
+def live_start_ms(spec: Any) -> int:
+    """Where the live traffic of `traffic_spec` starts: the window of its first ramp-up."""
+    return spec.start_ms + _lead_ms(spec)
+
+
+def _lead_ms(spec: Any) -> int:
+    """Whole windows from the traffic's start to the window of its first ramp-up."""
+    from spark_jobs.experiments.traffic import first_ramp_up_ms
+
+    lead = first_ramp_up_ms(spec) - spec.start_ms
+    return lead - lead % spec.window_ms
 
 
 def realtime_rate(spec: Any) -> float:
@@ -319,7 +338,7 @@ def _start_and_wait(settings: Settings, users: int, seconds: float | None, stack
     step("traffic")
     rate = realtime_rate(spec)
     stop = threading.Event()
-    generator = start_live_traffic(spec, settings, rate, stop)
+    generator = start_live_traffic(spec, settings, rate, stop, live_start_ms(spec))
     stack.callback(_report_stopped, "traffic")
     stack.callback(generator.join, 30)
     stack.callback(stop.set)

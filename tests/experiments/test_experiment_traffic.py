@@ -24,6 +24,7 @@ from spark_jobs.experiments.traffic import (
     SPAM,
     GenerationError,
     TrafficSpec,
+    first_ramp_up_ms,
     generate,
     produce,
     run_for,
@@ -187,6 +188,14 @@ def test_ramps_cover_the_three_validation_cases():
     assert len(looped) == 2 * len(periods)
 
 
+def test_first_ramp_up_is_the_earliest_row_above_zero():
+    rows = SPEC.ramp_rows()
+    first = first_ramp_up_ms(SPEC)
+    assert any(r["ramp_ts"] == first and r["allocation_pct"] > 0 for r in rows)
+    assert all(r["allocation_pct"] == 0 for r in rows if r["ramp_ts"] < first)
+    assert any(r["ramp_ts"] < first for r in rows)  # the multi case's 0 % row comes first
+
+
 def test_ramps_csv(tmp_path):
     path = write_ramps_csv(SPEC, tmp_path / "ramps.csv")
     lines = path.read_text().splitlines()
@@ -263,6 +272,19 @@ def test_produce_sends_everything_in_order_and_reports_kinds():
     assert fake.sent == [(r.topic, r.key, r.value) for r in expected]
     assert report.counts == tally(expected).counts
     assert report.total(kind=MALFORMED) > 0 and report.total(TOPIC_EVENTS, SPAM) > 0
+
+
+def test_traffic_from_a_point_is_the_rest_of_the_same_traffic():
+    whole = list(generate(SMALL, cycles=2))
+    start = SMALL.start_ms + 7 * 60_000 + 123  # inside the second 5-minute chunk
+    later = list(generate(SMALL, cycles=2, from_ms=start))
+    assert later == [r for r in whole if r.ts >= start]
+    assert 0 < len(later) < len(whole)
+    fake = FakeProducer()
+    report = produce(SMALL, load_settings(environ={}), progress=False, producer=fake,
+                     from_ms=start)
+    assert fake.sent == [(r.topic, r.key, r.value) for r in later[: len(fake.sent)]]
+    assert report.total() == len(fake.sent) == len(list(generate(SMALL, from_ms=start)))
 
 
 def test_produce_counts_its_messages_on_the_open_progress_display():

@@ -26,6 +26,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -177,7 +178,9 @@ def platform(tmp_path: Path) -> Iterator[Platform]:
     if not port_free(EMBEDDED_BROKER_PORT):
         pytest.fail(f"port {EMBEDDED_BROKER_PORT} (the embedded broker's) is in use: "
                     "stop what listens there (a running `make demo`?)")
-    env = platform_environment(platform_config(tmp_path))
+    config = platform_config(tmp_path)
+    env = platform_environment(config)
+    dashboard_port = yaml.safe_load(config.read_text())["dashboard"]["port"]
     output = tmp_path / "platform.out"
     tideline = Path(sys.executable).with_name("tideline")
     with output.open("wb") as out:
@@ -186,7 +189,8 @@ def platform(tmp_path: Path) -> Iterator[Platform]:
             stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    running = Platform(process, output, tmp_path, started_s=time.monotonic())
+    running = Platform(process, output, tmp_path, started_s=time.monotonic(),
+                       dashboard=f"http://127.0.0.1:{dashboard_port}")
     try:
         yield running
     finally:
@@ -217,13 +221,17 @@ def check_login(platform: Platform) -> None:
 
 
 def wait_for_first_results(platform: Platform, timeout_s: float) -> float:
-    """Seconds from the platform's start until the dashboard lists an experiment with results
-    (live or final); they are written to test-artifacts/ for BENCHMARKS.md."""
+    """Seconds from the platform's start until the dashboard (on its configured port, polled
+    from the start) lists an experiment with results (live or final); they are written to
+    test-artifacts/ for BENCHMARKS.md."""
     deadline = time.monotonic() + timeout_s
     with httpx.Client(base_url=platform.dashboard, timeout=10.0) as dashboard:
         while time.monotonic() < deadline:
-            answer = dashboard.get("/api/experiments")
-            if answer.status_code == 200 and answer.json()["experiments"]:
+            try:
+                answer = dashboard.get("/api/experiments")
+            except httpx.TransportError:  # not listening yet
+                answer = None
+            if answer is not None and answer.status_code == 200 and answer.json()["experiments"]:
                 first_s = time.monotonic() - platform.started_s
                 listed = [e["hash"] for e in answer.json()["experiments"]]
                 ARTIFACTS.mkdir(exist_ok=True)
@@ -249,10 +257,12 @@ def press_ctrl_c(platform: Platform) -> float:
 
 
 def test_platform_prints_a_working_login_shows_results_and_ctrl_c_stops_everything(platform):
-    wait_for_banner(platform, READY_TIMEOUT_S)
-    ready_s = time.monotonic() - platform.started_s
-    check_login(platform)
-    first_s = wait_for_first_results(platform, RESULTS_TIMEOUT_S)
+    with ThreadPoolExecutor(1) as watcher:  # results may come before Airflow is up
+        first_results = watcher.submit(wait_for_first_results, platform, RESULTS_TIMEOUT_S)
+        wait_for_banner(platform, READY_TIMEOUT_S)
+        ready_s = time.monotonic() - platform.started_s
+        check_login(platform)
+        first_s = first_results.result()
     stop_s = press_ctrl_c(platform)
     assert leftovers(platform, platform.seen) == []
     text = platform.text()

@@ -26,7 +26,7 @@ from spark_jobs.experiments.traffic.kafka import (
     start_live_traffic,
 )
 from spark_jobs.experiments.traffic.messages import GeneratedRecord
-from spark_jobs.experiments.traffic.ramps import ramp_rows, write_ramps_csv
+from spark_jobs.experiments.traffic.ramps import first_ramp_up_ms, ramp_rows, write_ramps_csv
 from spark_jobs.experiments.traffic.spec import (
     DEFAULT_START_MS,
     DUPLICATE,
@@ -59,6 +59,7 @@ __all__ = [
     "GenerationReport",
     "TrafficGenerator",
     "TrafficSpec",
+    "first_ramp_up_ms",
     "generate",
     "live_disorder_ms",
     "live_traffic_producer",

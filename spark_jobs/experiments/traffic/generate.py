@@ -29,8 +29,13 @@ class TrafficGenerator:
     def population(self) -> Population:
         return Population(self.spec)
 
-    def chunks(self, cycles: int | None = 1) -> Iterator[list[GeneratedRecord]]:
-        """Lists of records in production order; cycles=None never ends (loop mode)."""
+    def chunks(self, cycles: int | None = 1,
+               from_ms: int | None = None) -> Iterator[list[GeneratedRecord]]:
+        """Lists of records in production order; cycles=None never ends (loop mode).
+
+        from_ms leaves out the records made for event time before it (live traffic that
+        starts where something happens), keeping the rest exactly as without it.
+        """
         spec = self.spec
         maker = ChunkMaker(spec, self.population)
         encoder = Encoder(spec, self.population)
@@ -39,8 +44,13 @@ class TrafficGenerator:
             base = spec.start_ms + cycle * spec.duration_ms
             for index, start in enumerate(range(0, spec.duration_ms, spec.chunk_ms)):
                 end = min(start + spec.chunk_ms, spec.duration_ms)
+                if from_ms is not None and base + end <= from_ms:
+                    continue
                 cols = maker.make(cycle, index, base + start, base + end)
-                yield encoder.records(cols.take(self._order(cycle, index, cols)))
+                ordered = cols.take(self._order(cycle, index, cols))
+                if from_ms is not None and base + start < from_ms:
+                    ordered = ordered.take(np.flatnonzero(ordered.ts >= from_ms))
+                yield encoder.records(ordered)
             cycle += 1
 
     def _order(self, cycle: int, index: int, cols: Columns) -> np.ndarray:
@@ -55,9 +65,11 @@ class TrafficGenerator:
             yield from chunk
 
 
-def generate(spec: TrafficSpec, cycles: int | None = 1) -> Iterator[GeneratedRecord]:
-    """All records of `spec` in production order (cycles=None: endless, for loop mode)."""
-    for chunk in TrafficGenerator(spec).chunks(cycles):
+def generate(spec: TrafficSpec, cycles: int | None = 1,
+             from_ms: int | None = None) -> Iterator[GeneratedRecord]:
+    """All records of `spec` in production order (cycles=None: endless, for loop mode),
+    from event time from_ms on when given."""
+    for chunk in TrafficGenerator(spec).chunks(cycles, from_ms):
         yield from chunk
 
 

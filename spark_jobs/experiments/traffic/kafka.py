@@ -31,16 +31,18 @@ def produce(
     loop: bool = False,
     stop_event: threading.Event | None = None,
     producer: Any = None,
+    from_ms: int | None = None,
 ) -> GenerationReport:
     """Send the spec's traffic to Kafka in production order and wait for every delivery.
 
     rate is in messages/s (None: as fast as possible). loop=True keeps generating later
     event time (cycle k is the spec shifted by k * duration_ms) until stop_event is set.
     Message timestamps are the wall clock at production. Raises GenerationError when any
-    delivery fails. `producer` replaces the Kafka producer (tests).
+    delivery fails. `producer` replaces the Kafka producer (tests). from_ms: only the
+    traffic of event time from it on.
     """
     report = GenerationReport()
-    records = generate(spec, None if loop else 1)
+    records = generate(spec, None if loop else 1, from_ms)
     sent = send_paced(_counted(records, report), settings, producer, rate=rate,
                       stop_event=stop_event, progress=progress)
     report.elapsed_s = sent.elapsed_s
@@ -81,16 +83,18 @@ def live_disorder_ms(lateness_ms: int) -> int:
 
 
 def start_live_traffic(
-    spec: TrafficSpec, settings: Settings, rate: float, stop_event: threading.Event
+    spec: TrafficSpec, settings: Settings, rate: float, stop_event: threading.Event,
+    from_ms: int | None = None,
 ) -> threading.Thread:
     """Endless paced traffic (the demo, the platform) in a daemon thread named `generator`,
-    until stop_event is set; its producer batches up to LIVE_TRAFFIC_LINGER_MS
-    (live_traffic_producer), so build the spec with `live_disorder_ms`."""
+    until stop_event is set, from event time from_ms on when given; its producer batches up
+    to LIVE_TRAFFIC_LINGER_MS (live_traffic_producer), so build the spec with
+    `live_disorder_ms`."""
     thread = threading.Thread(
         target=produce, name="generator", daemon=True,
         kwargs={"spec": spec, "settings": settings, "rate": rate, "progress": False,
                 "loop": True, "stop_event": stop_event,
-                "producer": live_traffic_producer(settings)},
+                "producer": live_traffic_producer(settings), "from_ms": from_ms},
     )
     thread.start()
     return thread

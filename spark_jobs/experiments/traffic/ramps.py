@@ -60,6 +60,11 @@ def ramp_rows(spec: TrafficSpec, cycles: int = 1) -> list[dict[str, Any]]:
     return rows
 
 
+def first_ramp_up_ms(spec: TrafficSpec) -> int:
+    """Event time of the traffic's first ramp-up above 0 %: before it, no activation counts."""
+    return min(row["ramp_ts"] for row in ramp_rows(spec) if row["allocation_pct"] > 0)
+
+
 def _ramp_row(name: str, group: str, ts: int, pct: float) -> dict[str, Any]:
     values = (name, group, ts, pct, group == CONTROL)
     return dict(zip(RAMPS_HEADER, values, strict=True))
