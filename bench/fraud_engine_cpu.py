@@ -9,7 +9,8 @@ Traffic: bench.fraud_throughput's (ten benchmark rules, event time at `--event-r
 batches of `--batch` with the job's watermark and clean-up timer. Stores:
 - `pickled`: MemoryStore(pickled=True), bench.fraud_throughput's engine part;
 - `logged`: the LoggedStore both job modes run over, take_changes() after every batch and
-  gc.freeze() as the driver sink and resident shard engines do.
+  the collector settings of the driver sink and resident shard engines (a raised young
+  threshold, a young collection and gc.freeze() after every batch: processors/resident.py).
 
     .venv/bin/python -m bench.fraud_engine_cpu [--transactions 40000] [--repeats 3]
         [--stores pickled,logged] [--label before] [--out PATH]
@@ -29,6 +30,7 @@ from bench.fraud_throughput import LATENESS, traffic
 from spark_jobs.config.durations import parse_duration_ms
 from spark_jobs.fraud.core.changelog import LoggedStore
 from spark_jobs.fraud.core.engine import FraudEngine, MemoryStore
+from spark_jobs.fraud.processors.resident import raise_young_threshold, settle_garbage_collector
 from spark_jobs.fraud.traffic import benchmark_rules, transaction_text
 
 NAME = "fraud_engine_cpu"
@@ -45,6 +47,9 @@ def run_once(texts: list[str], times: list[int], store_kind: str, batch: int
     lateness = parse_duration_ms(LATENESS)
     digest, alerts = hashlib.sha256(), 0
     watermark, timer = -(2**62), None
+    threshold = gc.get_threshold()
+    if store_kind == "logged":
+        raise_young_threshold()
     gc.collect()
     cpu_started = time.process_time()
     for first in range(0, len(texts), batch):
@@ -57,11 +62,11 @@ def run_once(texts: list[str], times: list[int], store_kind: str, batch: int
         timer = engine.next_cleanup_ms(watermark)
         if isinstance(store, LoggedStore):
             store.take_changes()
-            gc.collect(1)
-            gc.freeze()
+            settle_garbage_collector(first // batch + 1)
         watermark = max(watermark, max(times[first:first + batch]) - lateness)
     cpu_s = time.process_time() - cpu_started
     gc.unfreeze()
+    gc.set_threshold(*threshold)
     return {"cpu_us_per_tx": round(cpu_s / len(texts) * 1e6, 1), "alerts": alerts,
             "alerts_sha256": digest.hexdigest()[:16]}
 

@@ -37,7 +37,7 @@ from spark_jobs.fraud.jobs.alerts_sink import NAME, FraudAlertsSink, alert_key, 
 from spark_jobs.fraud.jobs.background_snapshots import BackgroundSnapshots
 from spark_jobs.fraud.jobs.engine_state_files import EngineStateFiles
 from spark_jobs.fraud.jobs.publishing import RefusingPublisher
-from spark_jobs.fraud.processors.resident import settle_garbage_collector
+from spark_jobs.fraud.processors.resident import raise_young_threshold, settle_garbage_collector
 from spark_jobs.fraud.processors.shard_processor import apply_message
 from spark_jobs.settings import Settings
 from spark_jobs.streaming.checkpoint import batch_watermark_ms
@@ -100,6 +100,7 @@ class FraudDriverSink(FraudAlertsSink):
             for change in changes:
                 store.apply_changes(change)
             fraud = self.settings.fraud
+            raise_young_threshold()
             self._store = store
             self._engine = FraudEngine(store, fraud.alert_on_late_events, fraud.bucket_ms,
                                        late_retention_ms=fraud.late_retention_ms,
