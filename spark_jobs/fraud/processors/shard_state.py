@@ -12,13 +12,14 @@ between micro-batches (resident.py), and each batch writes only what it changed:
   snapshot, and of the KEPT_LOGS batches before it.
 
 A batch costs one `head` read, one change write and one `head` write. Once the logs since the
-snapshot outweigh it, the batch also writes a new snapshot and drops the older logs, so
-rebuilding a shard reads at most about twice its size. The nonce (random per write) names one
-exact state: a worker's copy is used only if it is the stored version, and is brought forward
-with the logs after it when it is an older version of the same history (Spark hands a shard
-to whichever worker is free, so two workers often take turns); a batch Spark discarded (a
-failed task, a restart from an older checkpoint) leaves a copy whose nonce is no longer
-stored, which is then rebuilt from the snapshot.
+snapshot outweigh it (LOGS_OUTWEIGH_SNAPSHOT times), the batch also writes a new snapshot and
+drops the older logs, so rebuilding a shard reads at most about twice its size.
+
+The nonce (random per write) names one exact state: a worker's copy is used only if it is the
+stored version, and is brought forward with the logs after it when it is an older version of
+the same history (Spark hands a shard to whichever worker is free, so two workers often take
+turns); a batch Spark discarded (a failed task, a restart from an older checkpoint) leaves a
+copy whose nonce is no longer stored, which is then rebuilt from the snapshot.
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ CHANGE_KEY = StructType([StructField("seq", LongType())])
 CHANGE = StructType([StructField("nonce", LongType()), StructField("blob", BinaryType())])
 MIN_SNAPSHOT_BYTES = 1 << 20  # below this, a snapshot is cheaper than keeping the logs
 KEPT_LOGS = 8  # logs kept from before a snapshot: a copy that far behind is brought forward
+# a new snapshot once the logs since the last outweigh it this often; 4 (fewer snapshots,
+# slower rebuilds) made no measurable difference to the spark mode's throughput (BENCHMARKS.md)
+LOGS_OUTWEIGH_SNAPSHOT = 1
 
 Version = tuple[int, int]  # (seq, nonce)
 EMPTY: Version = (0, 0)  # a shard without state
@@ -111,7 +115,7 @@ class ShardState:
         self._changes.updateValue((seq,), (nonce, changes))
         if head is None:
             new = Head(seq, nonce, 0, change_bytes, 0, seq)
-        elif change_bytes > max(head.snapshot_bytes, MIN_SNAPSHOT_BYTES):
+        elif change_bytes > max(LOGS_OUTWEIGH_SNAPSHOT * head.snapshot_bytes, MIN_SNAPSHOT_BYTES):
             # the logs before it are no longer needed to rebuild: keep the last few, for
             # copies a few versions behind
             blob = store.snapshot()
