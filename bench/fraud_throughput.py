@@ -61,7 +61,8 @@ from spark_jobs.contracts.topics import (
     TOPIC_TRANSACTIONS,
 )
 from spark_jobs.fraud.core.changelog import LoggedStore, plain_state
-from spark_jobs.fraud.core.engine import FraudEngine, MemoryStore, window_size
+from spark_jobs.fraud.core.engine import FraudEngine, MemoryStore
+from spark_jobs.fraud.core.windows import window_size
 from spark_jobs.fraud.jobs.engine_state_files import CHANGES, SNAPSHOT
 from spark_jobs.fraud.traffic import (
     TransactionSpec,

@@ -21,13 +21,7 @@ ROOT = Path(__file__).resolve().parents[1] / "spark_jobs"
 MAX_LINES = 400
 # Modules allowed over MAX_LINES, each with the one reason that keeps it whole. An entry goes
 # as soon as its module is split (test_long_module_allowlist_is_current says when).
-LONG_MODULES: dict[str, str] = {
-    # grown past the limit by this session's speed work (issue 15); to split next session
-    "fraud/core/engine.py": "the per-transaction loop and its one-step new-key window are "
-                            "one hot path, kept together until it is split by concept",
-    "samples/core/joiner.py": "the join's arrival handlers and its pending-engagement index "
-                              "share state on the hot path, kept together until it is split",
-}
+LONG_MODULES: dict[str, str] = {}
 
 
 def module_files(root: Path) -> dict[str, Path]:

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from spark_jobs.fraud.core.engine import FraudEngine, MemoryStore, Output, window_size
-from spark_jobs.fraud.core.windows import ExactWindow
+from spark_jobs.fraud.core.engine import FraudEngine, MemoryStore, Output
+from spark_jobs.fraud.core.windows import ExactWindow, window_size
 
 MIN = 60_000
 

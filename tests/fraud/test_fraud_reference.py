@@ -23,7 +23,8 @@ from typing import Any
 
 import pytest
 
-from spark_jobs.fraud.core.engine import FraudEngine, MemoryStore, Output, window_size
+from spark_jobs.fraud.core.engine import FraudEngine, MemoryStore, Output
+from spark_jobs.fraud.core.windows import window_size
 
 MIN = 60_000
 HOUR = 60 * MIN

@@ -9,9 +9,9 @@ import pickle
 import pytest
 
 from spark_jobs.samples.core.dedup import DuplicateView, FirstArrival, dedup_views
+from spark_jobs.samples.core.join_state import Marker
 from spark_jobs.samples.core.joiner import (
     JoinParameters,
-    Marker,
     UserJoinState,
     add_records,
     advance,

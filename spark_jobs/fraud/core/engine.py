@@ -27,11 +27,11 @@ import functools
 import heapq
 from collections import Counter
 from decimal import Decimal
-from typing import Any
 
 from spark_jobs.contracts.json_gate import DEFAULT_MAX_MESSAGE_BYTES
 from spark_jobs.contracts.reasons import DUPLICATE, MALFORMED
 from spark_jobs.fraud.core.aggregates import Aggregator
+from spark_jobs.fraud.core.cleanup import CleanupSchedule
 from spark_jobs.fraud.core.keys import (
     Transaction,
     TransactionError,
@@ -50,18 +50,14 @@ from spark_jobs.fraud.core.plans import field_values, first_result, plan, window
 from spark_jobs.fraud.core.retention import DEFAULT_LATE_RETENTION_MS, Retention
 from spark_jobs.fraud.core.rules import ControlType, Rule, RuleError, RuleState, parse_rule
 from spark_jobs.fraud.core.store import MemoryStore, WindowStore
-from spark_jobs.fraud.core.windows import ExactWindow, window_loader, window_starter
+from spark_jobs.fraud.core.windows import window_loader, window_starter
 from spark_jobs.streaming.lake.dead_letters import LATE
 
 __all__ = ["FraudEngine", "MemoryStore", "Output", "WindowStore"]
 
-# Meta entries of the store.
+# Meta entries of the store (the clean-up's own: cleanup.py).
 RULES = "rules"  # {rule_id: (raw text as last received, arrival ms)}
-SEEN_FLOOR = "seen_floor"  # ids of transactions older than this are forgotten
-NEXT_CLEANUP = "next_cleanup"  # earliest watermark at which cleanup drops something
 BUCKET_MS = "bucket_ms"  # the mode the stored windows were written in
-
-DUE = -(2**62)  # next_cleanup value meaning "as soon as possible"
 
 
 @functools.lru_cache(maxsize=4096)
@@ -108,12 +104,7 @@ class FraudEngine:
                 store.clear_windows()
             store.put_meta(BUCKET_MS, self.bucket_ms)
         self._records: dict[int, tuple[str, int]] = dict(store.get_meta(RULES) or {})
-        self._seen_floor: int | None = store.get_meta(SEEN_FLOOR)
-        self._next_cleanup: int | None = store.get_meta(NEXT_CLEANUP)
-        # (due watermark, rule_id, key) of every window, oldest first; None until a full
-        # clean-up scan has built it. A long-lived engine then cleans by popping instead of
-        # scanning every window (entries can be stale: each is checked against the store).
-        self._due: list[tuple[int, int, str]] | None = None
+        self._schedule = CleanupSchedule(store, self.retention, self._load_window)
         self._refresh_rules()
 
     # -- rules ---------------------------------------------------------------------------
@@ -138,31 +129,21 @@ class FraudEngine:
         isolation.py): the rules as last saved, and a full clean-up scan at the next timer
         (the in-memory clean-up index may have missed a change)."""
         self._records = dict(self.store.get_meta(RULES) or {})
-        self._seen_floor = self.store.get_meta(SEEN_FLOOR)
+        self._schedule.reload()
         self._refresh_rules()
-        self._cleanup_due()
+        self._schedule.rescan()
 
     def caught_up(self, windows: set[tuple[int, str]]) -> None:
         """The store was brought forward by replaying changes another engine made (the spark
         mode's copies of a shard): read its rules and clocks again, and index the `windows`
         the replay put for clean-up (a rule change since: clean up by a full scan)."""
         records = dict(self.store.get_meta(RULES) or {})
-        self._seen_floor = self.store.get_meta(SEEN_FLOOR)
-        self._next_cleanup = self.store.get_meta(NEXT_CLEANUP)
+        self._schedule.reload()
         if records != self._records:
             self._records = records
             self._refresh_rules()
-            self._due = None
-        heap = self._due
-        if heap is None:
-            return
-        for rule_id, key in windows:
-            rule, state = self._rules.get(rule_id), self.store.get_window(rule_id, key)
-            if rule is not None and state is not None:
-                first_end = self._load_window(state).first_end()
-                if first_end is not None:
-                    heapq.heappush(heap, (first_end + rule.window_ms + self._retention,
-                                          rule_id, key))
+            self._schedule.dues = None
+        self._schedule.index(windows, self._rules)
 
     def rules(self) -> list[Rule]:
         """The current (ACTIVE and PAUSE) rules in ruleId order."""
@@ -197,7 +178,7 @@ class FraudEngine:
                 self.store.delete_rule_windows(rule.rule_id)
                 self.retention.forget(rule.rule_id)
                 self._save_rules()
-                self._cleanup_due()
+                self._schedule.rescan()
             return []
         if old is not None and not rule.keeps_state_of(old):
             self.store.delete_rule_windows(rule.rule_id)
@@ -207,7 +188,7 @@ class FraudEngine:
         self._records[rule.rule_id] = (rule.raw, arrival_ms)
         self._save_rules()
         if old is not None:  # a narrower window lets entries go sooner
-            self._cleanup_due()
+            self._schedule.rescan()
         return []
 
     def _control(self, rule: Rule) -> list[Output]:
@@ -218,7 +199,7 @@ class FraudEngine:
         if rule.control_type is ControlType.DELETE_RULES_ALL:
             self._records.clear()
             self._save_rules()
-            self._cleanup_due()
+            self._schedule.rescan()
         return []
 
     # -- transactions --------------------------------------------------------------------
@@ -247,7 +228,7 @@ class FraudEngine:
             return [dropped(DUPLICATE)]
         self.store.put_seen(id_key, event_time)
         self.counters["transactions"] += 1
-        self._expires_at(event_time + self._retention + 1)  # when its id may be forgotten
+        self._schedule.expires_at(event_time + self._retention + 1)  # when its id may be forgotten
         if not self._ordered:
             return []
         late = event_time < watermark_ms
@@ -262,6 +243,7 @@ class FraudEngine:
         store, fields, event_time = self.store, transaction.fields, transaction.event_time
         get_window, put_window, load = store.get_window, store.put_window, self._load_window
         earliest, retention_ms = self.retention.earliest, self._retention
+        schedule = self._schedule
         outputs: list[Output] = []
         keys: dict[tuple[str, ...], str] = {}
         texts: dict[str, str] = {}  # field -> its value's text, for the new windows
@@ -288,10 +270,10 @@ class FraudEngine:
                     text = texts[rule.field] = str(value)
                 window = start(event_time, text)
                 due = entry_end + window_ms + retention_ms
-                if self._next_cleanup is None or due < self._next_cleanup:
-                    self._expires_at(due)
-                if self._due is not None:
-                    heapq.heappush(self._due, (due, rule_id, key))
+                if schedule.next_ms is None or due < schedule.next_ms:
+                    schedule.expires_at(due)
+                if schedule.dues is not None:
+                    heapq.heappush(schedule.dues, (due, rule_id, key))
                 if alerting:
                     result = firsts.get((rule.field, rule.aggregator))
                     if result is None:
@@ -309,12 +291,12 @@ class FraudEngine:
             trimmed = window.expire(
                 earliest(rule_id, window_ms, watermark_ms), window_ms)
             if value is not None:
-                heap = self._due
+                heap = schedule.dues
                 first_end = window.first_end() if heap is not None else None
                 window.add(event_time, value)
                 due = entry_end + window_ms + retention_ms
-                if self._next_cleanup is None or due < self._next_cleanup:
-                    self._expires_at(due)
+                if schedule.next_ms is None or due < schedule.next_ms:
+                    schedule.expires_at(due)
                 if heap is not None and (first_end is None or entry_end < first_end):
                     heapq.heappush(heap, (due, rule_id, key))
             if alerting:
@@ -333,94 +315,16 @@ class FraudEngine:
         return outputs
 
     # -- clean-up ------------------------------------------------------------------------
-    def _expires_at(self, watermark_ms: int) -> None:
-        if self._next_cleanup is None or watermark_ms < self._next_cleanup:
-            self._next_cleanup = watermark_ms
-            self.store.put_meta(NEXT_CLEANUP, watermark_ms)
-
-    def _cleanup_due(self) -> None:
-        self._due = None  # dues were computed with the old windows: scan again
-        self._next_cleanup = DUE
-        self.store.put_meta(NEXT_CLEANUP, DUE)
-
     def cleanup(self, watermark_ms: int) -> None:
         """Drop what the retention rule lets go (the seed's onTimer): window entries past
         eventTime + rule window + late retention, windows of rules that are gone, and the ids
         of transactions beyond the late retention (a late dead letter's, were they redelivered)."""
-        store, retention = self.store, self._retention
         self._at(watermark_ms)
-        if self._due is None:
-            next_cleanup = self._scan_windows(watermark_ms)
-        else:
-            next_cleanup = self._pop_due_windows(watermark_ms)
-        floor = watermark_ms - retention  # older transactions are not admitted any more
-        if self._seen_floor is None or floor > self._seen_floor:
-            self._seen_floor = floor
-            store.put_meta(SEEN_FLOOR, floor)
-        oldest_seen = store.expire_seen(self._seen_floor)
-        if oldest_seen is not None:
-            due = oldest_seen + retention + 1
-            next_cleanup = due if next_cleanup is None else min(next_cleanup, due)
-        self._next_cleanup = next_cleanup
-        store.put_meta(NEXT_CLEANUP, next_cleanup)
-
-    def _trimmed(self, rule_id: int, key: str, state: Any, watermark_ms: int) -> int | None:
-        """Expire one stored window; its next due watermark, None when it is gone."""
-        rule = self._rules.get(rule_id)
-        if rule is None:
-            self.store.delete_window(rule_id, key)
-            return None
-        window = self._load_window(state)
-        earliest = self.retention.earliest(rule_id, rule.window_ms, watermark_ms)
-        if window.expire(earliest, rule.window_ms):
-            if not len(window):
-                self.store.delete_window(rule_id, key)
-                return None
-            self.store.put_window(rule_id, key, window.state())
-        first_end = window.first_end()
-        assert first_end is not None
-        return first_end + rule.window_ms + self._retention
-
-    def _scan_windows(self, watermark_ms: int) -> int | None:
-        """Visit every window (a fresh engine, or after a rule change) and index what stays."""
-        due_list: list[tuple[int, int, str]] = []
-        for rule_id, key, state in list(self.store.windows()):
-            due = self._trimmed(rule_id, key, state, watermark_ms)
-            if due is not None:
-                due_list.append((due, rule_id, key))
-        heapq.heapify(due_list)
-        self._due = due_list
-        return due_list[0][0] if due_list else None
-
-    def _pop_due_windows(self, watermark_ms: int) -> int | None:
-        """Visit only the windows whose oldest entry is due."""
-        heap = self._due
-        assert heap is not None
-        while heap and heap[0][0] <= watermark_ms:
-            _, rule_id, key = heapq.heappop(heap)
-            state = self.store.get_window(rule_id, key)
-            if state is None:
-                continue  # deleted since (reset on fire, rule deleted, cleared)
-            due = self._trimmed(rule_id, key, state, watermark_ms)
-            if due is not None:
-                heapq.heappush(heap, (max(due, watermark_ms + 1), rule_id, key))
-        return heap[0][0] if heap else None
+        self._schedule.run(watermark_ms, self._rules)
 
     def next_cleanup_ms(self, watermark_ms: int) -> int | None:
         """When cleanup should next run, as an event-time timer: the earliest watermark at
         which it would drop something, rounded up to the second like the seed's timers, and
         always after watermark_ms (a cleanup already due is due at the next second).
         None when there is nothing to clean."""
-        if self._next_cleanup is None:
-            return None
-        at = max(self._next_cleanup, watermark_ms + 1)
-        return -(-at // 1000) * 1000
-
-
-def window_size(state: Any) -> int:
-    """Entries in one stored window state (individual values or buckets), for state-size
-    reports: an exact window, or a stored state whose first list holds one event time per
-    entry."""
-    if isinstance(state, ExactWindow):
-        return len(state)
-    return 0 if state is None else len(state[0])
+        return self._schedule.next_cleanup_ms(watermark_ms)

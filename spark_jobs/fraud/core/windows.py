@@ -319,3 +319,12 @@ def window_loader(bucket_ms: int) -> Callable[[Any], Window]:
     if bucket_ms <= 0:
         return ExactWindow.load
     return lambda state: BucketWindow(bucket_ms, state)
+
+
+def window_size(state: Any) -> int:
+    """Entries in one stored window state (individual values or buckets), for state-size
+    reports: an exact window, or a stored state whose first list holds one event time per
+    entry."""
+    if isinstance(state, ExactWindow):
+        return len(state)
+    return 0 if state is None else len(state[0])
