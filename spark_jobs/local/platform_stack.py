@@ -30,6 +30,7 @@ so restarts do not move it).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import shutil
 import signal
@@ -98,8 +99,6 @@ def traffic_spec(settings: Settings, users: int, now_ms: int) -> Any:
     whose first ramp-up lies on the first window boundary EVENT_TIME_LAG before now: the
     live traffic starts there (`live_start_ms`), so the first results do not wait for the
     quiet minutes before any experiment is ramped."""
-    import dataclasses
-
     from spark_jobs.experiments.core.tumbling_windows import window_end
     from spark_jobs.experiments.traffic import TrafficSpec, live_disorder_ms
 
