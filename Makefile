@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 
 setup: $(STAMP)
 
-$(STAMP): requirements.lock pyproject.toml
+$(STAMP): requirements.lock pyproject.toml infra/setup.sh
 	@bash infra/setup.sh
 	@touch $(STAMP)
 

@@ -46,6 +46,7 @@ from bench.common import (
     sandbox,
 )
 from bench.startup_inputs import SECTIONS, experiments_day, load_all
+from bench.tree_cpu import become_subreaper, children_cpu_s, descendants, reap_new
 
 RECOMPUTE = "recompute"
 ORDER = ("filter_events", "filter_activations", "experiment_metrics", "fraud_rules",
@@ -106,11 +107,12 @@ def phases(marks: dict[str, float], table: tuple[tuple[str, str, str], ...]
 
 def run_command(command: list[str], env: dict[str, str], log: Path) -> tuple[float, float]:
     """Run one `tideline` command to its end; (spawn, exit) epoch seconds."""
-    spawn = time.time()
+    spawn, before = time.time(), descendants()
     with log.open("wb") as out:
         done = subprocess.run(command, env=env, stdout=out, stderr=subprocess.STDOUT,
                               timeout=RUN_TIMEOUT_S, check=False)
     ended = time.time()
+    reap_new(before)  # the JVM and Python workers it left: their CPU counts in children_cpu_s
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} exited {done.returncode}:\n"
                            + log.read_text()[-3000:])
@@ -122,13 +124,16 @@ def run_one(name: str, box: Sandbox, config: Path, env: dict[str, str]) -> dict[
     cli = [sys.executable, "-m", "spark_jobs.cli", "-v"]
     log = box.root / f"{name}.log"
     load_before = load_average()
+    cpu_before = children_cpu_s()
     if name == RECOMPUTE:
         day = experiments_day(bench_settings(box, SECTIONS))
         spawn, ended = run_command([*cli, "recompute", "--date", day.isoformat()], env, log)
         marks = {**marks_of(log.read_text(), name), "spawn": spawn, "exit": ended}
         return {"job": name, "total_s": round(ended - spawn, 3),
+                "cpu_s": round(children_cpu_s() - cpu_before, 2),
                 "phases_s": phases(marks, RECOMPUTE_PHASES), "load_before": load_before}
     spawn, ended = run_command([*cli, "job", "run", name, "--available-now"], env, log)
+    cpu_s = round(children_cpu_s() - cpu_before, 2)
     marks = {**marks_of(log.read_text(), name), "spawn": spawn, "exit": ended}
     batches = batches_of(log.read_text(), name)
     ran = [b for b in batches if "addBatch" in b.get("durationMs", {})]
@@ -139,7 +144,7 @@ def run_one(name: str, box: Sandbox, config: Path, env: dict[str, str]) -> dict[
         last = batches[-1]
         marks["last_end"] = (iso_ms(last["timestamp"])
                              + last["durationMs"].get("triggerExecution", 0)) / 1000
-    return {"job": name, "total_s": round(ended - spawn, 3),
+    return {"job": name, "total_s": round(ended - spawn, 3), "cpu_s": cpu_s,
             "phases_s": phases(marks, JOB_PHASES),
             "batches": [batch_summary(b) for b in batches], "load_before": load_before}
 
@@ -157,7 +162,8 @@ def run_repeat(jobs: list[str]) -> list[dict[str, Any]]:
         runs = []
         for name in jobs:
             runs.append(run_one(name, box, config, env))
-            print(f"  {name}: {runs[-1]['total_s']:.1f} s {runs[-1]['phases_s']}",
+            print(f"  {name}: {runs[-1]['total_s']:.1f} s, {runs[-1]['cpu_s']:.1f} CPU s "
+                  f"{runs[-1]['phases_s']}",
                   file=sys.stderr, flush=True)
         return runs
 
@@ -170,6 +176,7 @@ def medians(repeats: list[list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
         keys = dict.fromkeys(k for run in runs for k in run["phases_s"])
         out[name] = {
             "total_s": round(statistics.median(r["total_s"] for r in runs), 2),
+            "cpu_s": round(statistics.median(r["cpu_s"] for r in runs), 2),
             "phases_s": {k: round(statistics.median(r["phases_s"].get(k, 0.0) for r in runs), 2)
                          for k in keys},
         }
@@ -182,7 +189,8 @@ def summary(result: dict[str, Any]) -> list[str]:
              f"{result['machine'].get('load_average_at_end')}):"]
     for name, found in result["median"].items():
         parts = " ".join(f"{k}={v:.2f}" for k, v in found["phases_s"].items())
-        lines.append(f"  {name:<19} {found['total_s']:6.2f} s  {parts}")
+        lines.append(f"  {name:<19} {found['total_s']:6.2f} s  {found['cpu_s']:6.2f} CPU s  "
+                     f"{parts}")
     return lines
 
 
@@ -193,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--label", default="")
     parser.add_argument("--out")
     args = parser.parse_args(argv)
+    become_subreaper()
     jobs = [j for j in args.jobs.split(",") if j]
     result: dict[str, Any] = {"label": args.label, "machine": machine_info(),
                               "repeats": args.repeats, "jobs": jobs}

@@ -37,4 +37,5 @@ fi
 echo "setup: installing pinned packages from requirements.lock"
 .venv/bin/python -m pip install -q -r requirements.lock
 .venv/bin/python -m pip install -q --no-deps -e .
+.venv/bin/python -c "from spark_jobs.streaming.worker_path import install; install()"
 echo "setup: done"

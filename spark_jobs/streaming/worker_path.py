@@ -1,0 +1,66 @@
+"""Spark's Python processes import pyspark from the installed package, whose bytecode is cached.
+
+Why: Spark puts its own zip of pyspark's sources (`<pyspark>/python/lib/pyspark.zip`, and
+py4j's) first on the PYTHONPATH of every Python process it starts: the workers, the data
+source planners, the streaming source runner. Python cannot cache bytecode for modules in a
+zip, so each of those processes compiled pyspark's modules from source at start, ~0.65 s of
+CPU each (BENCHMARKS.md, "Python workers compiled pyspark"), paid at every query start and by
+every new worker. The zip holds the same files as the installed package it ships in, so
+putting it after the package's directory on sys.path changes which copy is imported, not
+what is imported.
+
+`infra/setup.sh` installs a `.pth` file into the virtualenv (`install()`), so every interpreter
+start applies this: the processes Spark starts then import pyspark as the driver does.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+
+PTH_NAME = "tideline_worker_path.pth"
+PTH_LINE = "import spark_jobs.streaming.worker_path as _tideline; _tideline.apply()\n"
+
+
+def _shipped_zip_owner(entry: str) -> str | None:
+    """The directory holding the pyspark package that ships this zip, or None if the entry
+    is not a zip inside an installed pyspark (`<dir>/pyspark/python/lib/*.zip`)."""
+    lib = os.path.dirname(entry)
+    if not entry.endswith(".zip") or os.path.basename(lib) != "lib":
+        return None
+    package = os.path.dirname(os.path.dirname(lib))
+    if os.path.basename(package) != "pyspark" or os.path.basename(os.path.dirname(lib)) != "python":
+        return None
+    return os.path.dirname(package)
+
+
+def prefer_installed(path: Sequence[str]) -> list[str]:
+    """`path` with the zips an installed pyspark ships moved behind the directory that holds
+    that pyspark (so the installed copy, with its bytecode, is found first). Zips of a pyspark
+    whose directory is not on the path, and everything else, keep their places."""
+    entries = list(path)
+    moved = [entry for entry in entries
+             if (owner := _shipped_zip_owner(entry)) is not None and owner in entries
+             and os.path.isfile(os.path.join(owner, "pyspark", "__init__.py"))]
+    if not moved:
+        return entries
+    kept = [entry for entry in entries if entry not in moved]
+    last_owner = max(kept.index(_shipped_zip_owner(entry) or "") for entry in moved)
+    return kept[:last_owner + 1] + moved + kept[last_owner + 1:]
+
+
+def apply() -> None:
+    """Reorder this interpreter's sys.path (what the `.pth` line runs at start)."""
+    sys.path[:] = prefer_installed(sys.path)
+
+
+def install(site_packages: str | None = None) -> str:
+    """Write the `.pth` file into the environment's site-packages; returns its path."""
+    import sysconfig  # only at set-up: every interpreter start imports this module
+
+    directory = site_packages or sysconfig.get_paths()["purelib"]
+    target = os.path.join(directory, PTH_NAME)
+    with open(target, "w", encoding="utf-8") as out:
+        out.write(PTH_LINE)
+    return target

@@ -1,0 +1,84 @@
+"""Spark's Python processes import the installed pyspark, not the zip of its sources that Spark
+puts first on their path (no bytecode cache for a zip: each process compiled pyspark)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from spark_jobs.streaming.worker_path import PTH_LINE, PTH_NAME, install, prefer_installed
+
+
+def installed_pyspark(root: Path) -> tuple[str, str, str]:
+    """A site-packages with a pyspark package and the two zips it ships."""
+    (root / "pyspark" / "python" / "lib").mkdir(parents=True)
+    (root / "pyspark" / "__init__.py").write_text("")
+    lib = root / "pyspark" / "python" / "lib"
+    return str(root), str(lib / "pyspark.zip"), str(lib / "py4j-0.10.9.9-src.zip")
+
+
+def test_the_shipped_zips_move_right_behind_the_package_that_ships_them(tmp_path: Path):
+    site, spark_zip, py4j_zip = installed_pyspark(tmp_path / "site-packages")
+    path = ["/job", spark_zip, py4j_zip, "/usr/lib/python311.zip", "/usr/lib/python3.11", site,
+            "/after"]
+    assert prefer_installed(path) == [
+        "/job", "/usr/lib/python311.zip", "/usr/lib/python3.11", site, spark_zip, py4j_zip,
+        "/after"]
+
+
+def test_a_path_without_the_zips_is_unchanged(tmp_path: Path):
+    site, _, _ = installed_pyspark(tmp_path / "site-packages")
+    path = ["/job", "/usr/lib/python311.zip", site]
+    assert prefer_installed(path) == path
+
+
+def test_zips_of_a_pyspark_not_on_the_path_keep_their_place(tmp_path: Path):
+    """A Spark distribution's zip (SPARK_HOME elsewhere) is the only pyspark: keep it first."""
+    _, spark_zip, py4j_zip = installed_pyspark(tmp_path / "spark-home")
+    site = str(tmp_path / "site-packages")
+    path = [spark_zip, py4j_zip, site]
+    assert prefer_installed(path) == path
+
+
+def test_a_directory_without_the_package_keeps_the_zip_first(tmp_path: Path):
+    """The zip's owner is on the path but holds no pyspark package (a stripped install)."""
+    site, spark_zip, _ = installed_pyspark(tmp_path / "site-packages")
+    (tmp_path / "site-packages" / "pyspark" / "__init__.py").unlink()
+    path = [spark_zip, site]
+    assert prefer_installed(path) == path
+
+
+def test_other_zips_named_lib_are_left_alone(tmp_path: Path):
+    site, _, _ = installed_pyspark(tmp_path / "site-packages")
+    other = str(tmp_path / "site-packages" / "other" / "lib" / "thing.zip")
+    path = [other, site]
+    assert prefer_installed(path) == path
+
+
+def test_install_writes_the_one_import_line(tmp_path: Path):
+    target = Path(install(str(tmp_path)))
+    assert target.name == PTH_NAME
+    assert target.read_text() == PTH_LINE
+
+
+def test_the_virtualenv_has_the_file_the_setup_installs():
+    """`make setup` installs it (infra/setup.sh): without it every worker compiles pyspark."""
+    import sysconfig
+
+    target = Path(sysconfig.get_paths()["purelib"]) / PTH_NAME
+    assert target.is_file(), f"{target} is missing: run `make setup` (infra/setup.sh) again"
+    assert target.read_text() == PTH_LINE
+
+
+@pytest.mark.spark
+def test_a_python_worker_imports_the_installed_pyspark(spark):
+    def where(_rows):
+        import pyspark
+
+        yield pyspark.__file__
+
+    files = spark.sparkContext.parallelize([0], 1).mapPartitions(where).collect()
+    assert len(files) == 1
+    assert ".zip" not in files[0], files[0]
+    assert files[0].endswith("pyspark/__init__.py")
