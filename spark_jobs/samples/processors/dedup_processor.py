@@ -43,6 +43,7 @@ from spark_jobs.streaming.bucketed.frames import column_values, to_frame
 from spark_jobs.streaming.bucketed.keys import BUCKET_COLUMN, UNKEYED, with_bucket
 from spark_jobs.streaming.bucketed.store import STATE_SCHEMA
 from spark_jobs.streaming.event_time import FUTURE_COLUMN
+from spark_jobs.streaming.map_state_batch import get_values, update_values
 
 VIEW_KEY = "view_key"  # the grouping column (not in the output)
 FIRST_USER, FIRST_POST, FIRST_TS = "first_user_id", "first_post_id", "first_ts"
@@ -69,12 +70,16 @@ def view_key(topic: Column, value_text: Column) -> Column:
         F.concat(F.lit("\u0000"), F.col("kafka_partition").cast("string")))
 
 
+def added_fields() -> list[StructField]:
+    """The columns this step adds: the first arrival's user, post and ts of a duplicate
+    view, then the fields of a view it parsed (all null on a row it passes unchanged)."""
+    return [*(StructField(name, LongType(), True) for name in _FIRST),
+            *(StructField(n, t, True) for n, t in zip(PARSED, _PARSED_TYPES, strict=True))]
+
+
 def dedup_schema(columns: StructType) -> StructType:
-    """The input columns, the first arrival's user, post and ts of a duplicate view, then
-    the fields of a view this step parsed."""
-    return StructType([
-        *columns.fields, *(StructField(name, LongType(), True) for name in _FIRST),
-        *(StructField(n, t, True) for n, t in zip(PARSED, _PARSED_TYPES, strict=True))])
+    """The input columns, then the columns this step adds (added_fields)."""
+    return StructType([*columns.fields, *added_fields()])
 
 
 def parsed_view(row: Any, source: Source) -> View | None:
@@ -223,19 +228,21 @@ class ViewDedupProcessor(StatefulProcessor):
         duplicates: dict[int, DuplicateView] = {}
         expiring: dict[int, list[tuple[str, int]]] = {}
         replaced: list[tuple[str, int]] = []
-        for view_id, key_views in by_key.items():
-            value = self.firsts.getValue((view_id,))
+        updates: list[tuple[tuple[str], tuple[int, int, int]]] = []
+        keys = [(view_id,) for view_id in by_key]
+        for (view_id,), value in zip(keys, get_values(self.firsts, keys), strict=True):
             old = None if value is None else FirstArrival(*value, self.ttl_ms)
-            first, judged = dedup_views(old, key_views, watermark_ms, self.ttl_ms)
+            first, judged = dedup_views(old, by_key[view_id], watermark_ms, self.ttl_ms)
             for d in judged:
                 if isinstance(d, DuplicateView):
                     duplicates[position[(d.source.partition, d.source.offset)]] = d
             if first is not None and first != old:  # a new first arrival: its own entry
-                self.firsts.updateValue((view_id,), (first.ts, first.user_id, first.post_id))
+                updates.append(((view_id,), (first.ts, first.user_id, first.post_id)))
                 expiring.setdefault(ring.place(first.next_wakeup()), []).append(
                     (view_id, first.ts))
                 if old is not None:  # its list entry must not remove the new one
                     replaced.append((view_id, old.ts))
+        update_values(self.firsts, updates)  # each view_id's entry read and written once
         for index, entries in expiring.items():
             self.lists[index].appendList(entries)
         if replaced:
