@@ -6,8 +6,8 @@ most of it waiting for the other side (PLATFORM_NOTES "Stateful styles compared"
 that reads and writes one entry per record (the view de-duplication: one per view_id) spends
 most of its time there. The server answers the requests of a socket in order, one response
 each, so the same requests can be sent back to back and their responses read afterwards:
-`get_values` and `update_values` send them in chunks, then read a chunk's responses, with
-the same messages and the same results as one call per key.
+`get_values` and `update_values` send them in chunks, reading a chunk's responses after the
+next chunk is sent, with the same messages and the same results as one call per key.
 
 This uses the state client's internals (its socket and message building), checked by
 `pipelined_client` against the pinned PySpark: when they are not there (another PySpark, or
@@ -16,10 +16,11 @@ an in-memory handle in tests), the public one-call-per-key API is used instead.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from itertools import islice
 from typing import Any
 
-CHUNK = 256  # requests in flight: far below what the socket buffers hold both ways
+CHUNK = 256  # requests per chunk; two chunks in flight stay far below the socket buffers
 
 
 def pipelined_client(state: Any) -> tuple[Any, Any, str] | None:
@@ -45,26 +46,13 @@ def get_values(state: Any, keys: Sequence[tuple[Any, ...]]) -> list[tuple[Any, .
     import pyspark.sql.streaming.proto.StateMessage_pb2 as message
 
     client, api, name = found
-    out: list[tuple[Any, ...] | None] = []
-    for start in range(0, len(keys), CHUNK):
-        chunk = keys[start:start + CHUNK]
-        for key in chunk:
-            call = message.MapStateCall(stateName=name, getValue=message.GetValue(
-                userKey=api._serialize_to_bytes(client.user_key_schema, key)))
-            _send(api, message.StateRequest(
-                stateVariableRequest=message.StateVariableRequest(mapStateCall=call)))
-        api.sockfile.flush()
-        errors = []
-        for _ in chunk:
-            status, error, value = api._receive_proto_message()
-            if status != 0:
-                errors.append(error)
-                out.append(None)
-            else:
-                out.append(api._deserialize_from_bytes(value) if len(value) else None)
-        if errors:  # every response of the chunk was read: the socket stays in step
-            raise RuntimeError(f"Error getting map state values: {errors[0]}")
-    return out
+
+    def request(key: tuple[Any, ...]) -> Any:
+        return message.MapStateCall(stateName=name, getValue=message.GetValue(
+            userKey=api._serialize_to_bytes(client.user_key_schema, key)))
+
+    values = _exchange(api, message, map(request, keys), len(keys), "getting map state values")
+    return [api._deserialize_from_bytes(value) if len(value) else None for value in values]
 
 
 def update_values(state: Any, items: Sequence[tuple[tuple[Any, ...], tuple[Any, ...]]]
@@ -78,26 +66,40 @@ def update_values(state: Any, items: Sequence[tuple[tuple[Any, ...], tuple[Any, 
     import pyspark.sql.streaming.proto.StateMessage_pb2 as message
 
     client, api, name = found
-    for start in range(0, len(items), CHUNK):
-        chunk = items[start:start + CHUNK]
-        for key, value in chunk:
-            call = message.MapStateCall(stateName=name, updateValue=message.UpdateValue(
-                userKey=api._serialize_to_bytes(client.user_key_schema, key),
-                value=api._serialize_to_bytes(client.value_schema, value)))
-            _send(api, message.StateRequest(
-                stateVariableRequest=message.StateVariableRequest(mapStateCall=call)))
-        api.sockfile.flush()
-        errors = [error for status, error, _ in (api._receive_proto_message() for _ in chunk)
-                  if status != 0]
-        if errors:
-            raise RuntimeError(f"Error updating map state values: {errors[0]}")
+
+    def request(item: tuple[tuple[Any, ...], tuple[Any, ...]]) -> Any:
+        key, value = item
+        return message.MapStateCall(stateName=name, updateValue=message.UpdateValue(
+            userKey=api._serialize_to_bytes(client.user_key_schema, key),
+            value=api._serialize_to_bytes(client.value_schema, value)))
+
+    _exchange(api, message, map(request, items), len(items), "updating map state values")
 
 
-def _send(api: Any, request: Any) -> None:
-    """One request as the client frames it (version 0, length, message), not flushed."""
+def _exchange(api: Any, message: Any, calls: Iterator[Any], count: int, doing: str
+              ) -> list[bytes]:
+    """Send `count` map state calls, one chunk ahead of the responses read (the server
+    works on a chunk while the next is built), and return the responses' values in order;
+    raise once every response is read (the socket stays in step) if any call failed."""
     from pyspark.serializers import write_int
 
-    data = request.SerializeToString()
-    write_int(0, api.sockfile)
-    write_int(len(data), api.sockfile)
-    api.sockfile.write(data)
+    out = api.sockfile
+    responses: list[tuple[int, str, bytes]] = []
+    in_flight = 0
+    for _ in range(0, count, CHUNK):
+        sent = 0
+        for call in islice(calls, CHUNK):
+            data = message.StateRequest(stateVariableRequest=message.StateVariableRequest(
+                mapStateCall=call)).SerializeToString()
+            write_int(0, out)  # as the client frames a request: version 0, length, message
+            write_int(len(data), out)
+            out.write(data)
+            sent += 1
+        out.flush()
+        responses.extend(api._receive_proto_message() for _ in range(in_flight))
+        in_flight = sent
+    responses.extend(api._receive_proto_message() for _ in range(in_flight))
+    errors = [error for status, error, _ in responses if status != 0]
+    if errors:
+        raise RuntimeError(f"Error {doing}: {errors[0]} ({len(errors)} of {count} calls)")
+    return [value for _, _, value in responses]

@@ -47,7 +47,6 @@ from spark_jobs.samples.jobs.sample_topic import publish_samples
 from spark_jobs.samples.processors.dedup_processor import (
     VIEW_KEY,
     ViewDedupProcessor,
-    added_fields,
     view_key,
 )
 from spark_jobs.samples.processors.join_processor import (
@@ -104,17 +103,11 @@ def build(spark: SparkSession, settings: Settings) -> DataFrame:
     timed = with_event_time(keyed, ts, samples.lateness_ms,
                             max_clock_skew_ms=settings.jobs.max_clock_skew_ms)
     buckets = settings.jobs.state_buckets
-    dedup = ViewDedupProcessor(timed.schema, samples.dedup_ttl_ms,
-                               settings.jobs.max_message_bytes)
-    # only views have de-duplication state: engagements go around that step (its columns
-    # null, as it would pass them), so they cross no shuffle and no Python worker twice
-    is_view = F.coalesce(F.col("kafka_topic") == TOPIC_VIEWS, F.lit(False))
-    views = dedup.apply(timed.where(is_view).withColumn(VIEW_KEY, view_key(
-        F.col("kafka_topic"), text)), buckets)
-    others = timed.where(~is_view).select(*timed.columns, *(
-        F.lit(None).cast(f.dataType).alias(f.name) for f in added_fields()))
+    deduped = ViewDedupProcessor(timed.schema, samples.dedup_ttl_ms,
+                                 settings.jobs.max_message_bytes).apply(
+        timed.withColumn(VIEW_KEY, view_key(F.col("kafka_topic"), text)), buckets)
     joined = SampleJoinProcessor(join_parameters(settings), settings.jobs.max_message_bytes
-                                 ).apply(views.unionByName(others), buckets)
+                                 ).apply(deduped, buckets)
     duplicate = (F.col("kind") == KIND_DROPPED) & (F.col("reason") == DUPLICATE_VIEW)
     return joined.observe(
         METRICS,

@@ -70,16 +70,12 @@ def view_key(topic: Column, value_text: Column) -> Column:
         F.concat(F.lit("\u0000"), F.col("kafka_partition").cast("string")))
 
 
-def added_fields() -> list[StructField]:
-    """The columns this step adds: the first arrival's user, post and ts of a duplicate
-    view, then the fields of a view it parsed (all null on a row it passes unchanged)."""
-    return [*(StructField(name, LongType(), True) for name in _FIRST),
-            *(StructField(n, t, True) for n, t in zip(PARSED, _PARSED_TYPES, strict=True))]
-
-
 def dedup_schema(columns: StructType) -> StructType:
-    """The input columns, then the columns this step adds (added_fields)."""
-    return StructType([*columns.fields, *added_fields()])
+    """The input columns, the first arrival's user, post and ts of a duplicate view, then
+    the fields of a view this step parsed."""
+    return StructType([
+        *columns.fields, *(StructField(name, LongType(), True) for name in _FIRST),
+        *(StructField(n, t, True) for n, t in zip(PARSED, _PARSED_TYPES, strict=True))])
 
 
 def parsed_view(row: Any, source: Source) -> View | None:
