@@ -10,7 +10,10 @@ arrival), and the PARSED columns carry each view this step parsed, so that the j
 parse it a second time (it parses what they leave null). Only views have state: each
 view_id's first arrival (ts, user_id, post_id) is its own entry of its bucket's MapState,
 written when it arrives and removed once the watermark passes ts + samples.dedup_ttl, so a
-micro-batch writes its new first arrivals only, not the whole ttl's view_ids. When to
+micro-batch writes its new first arrivals only, not the whole ttl's view_ids. A bucket's
+view_ids are read, and its new first arrivals written, in pipelined chunks
+(streaming/map_state_batch.py): one state-server round trip per view_id was most of this
+step's time. When to
 remove them is an index by expiry slot (expiry_ring.py: a ring of ListStates appended to, one
 event-time timer per bucket at the earliest slot's end); Spark's own state TTL does not fit,
 being processing time, and the ttl here is event time. Engagements share one key per Kafka
