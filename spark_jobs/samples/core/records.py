@@ -31,6 +31,7 @@ from spark_jobs.contracts.records import (
     RecordSpec,
     json_type,
 )
+from spark_jobs.samples.core.context_text import compact_json
 
 MALFORMED = "malformed"
 UNKNOWN_SIGNAL = "unknown_signal"
@@ -170,8 +171,9 @@ def bounded_context(context: str) -> str:
 
 
 def _context(rest: dict[str, Any]) -> str:
-    """The view's other fields as compact JSON (the gate let no infinity through), bounded."""
-    return bounded_context(json.dumps(rest, separators=(",", ":"), ensure_ascii=False))
+    """The view's other fields as compact JSON (the gate let no infinity through), bounded;
+    the text json.dumps writes (context_text.py)."""
+    return bounded_context(compact_json(rest))
 
 
 def _view_id(value: Any) -> str:

@@ -10,7 +10,10 @@ arrival), and the PARSED columns carry each view this step parsed, so that the j
 parse it a second time (it parses what they leave null). Only views have state: each
 view_id's first arrival (ts, user_id, post_id) is its own entry of its bucket's MapState,
 written when it arrives and removed once the watermark passes ts + samples.dedup_ttl, so a
-micro-batch writes its new first arrivals only, not the whole ttl's view_ids. When to
+micro-batch writes its new first arrivals only, not the whole ttl's view_ids. A bucket's
+view_ids are read, and its new first arrivals written, in pipelined chunks
+(streaming/map_state_batch.py): one state-server round trip per view_id was most of this
+step's time. When to
 remove them is an index by expiry slot (expiry_ring.py: a ring of ListStates appended to, one
 event-time timer per bucket at the earliest slot's end); Spark's own state TTL does not fit,
 being processing time, and the ttl here is event time. Engagements share one key per Kafka
@@ -43,6 +46,7 @@ from spark_jobs.streaming.bucketed.frames import column_values, to_frame
 from spark_jobs.streaming.bucketed.keys import BUCKET_COLUMN, UNKEYED, with_bucket
 from spark_jobs.streaming.bucketed.store import STATE_SCHEMA
 from spark_jobs.streaming.event_time import FUTURE_COLUMN
+from spark_jobs.streaming.map_state_batch import get_values, update_values
 
 VIEW_KEY = "view_key"  # the grouping column (not in the output)
 FIRST_USER, FIRST_POST, FIRST_TS = "first_user_id", "first_post_id", "first_ts"
@@ -223,19 +227,21 @@ class ViewDedupProcessor(StatefulProcessor):
         duplicates: dict[int, DuplicateView] = {}
         expiring: dict[int, list[tuple[str, int]]] = {}
         replaced: list[tuple[str, int]] = []
-        for view_id, key_views in by_key.items():
-            value = self.firsts.getValue((view_id,))
+        updates: list[tuple[tuple[str], tuple[int, int, int]]] = []
+        keys = [(view_id,) for view_id in by_key]
+        for (view_id,), value in zip(keys, get_values(self.firsts, keys), strict=True):
             old = None if value is None else FirstArrival(*value, self.ttl_ms)
-            first, judged = dedup_views(old, key_views, watermark_ms, self.ttl_ms)
+            first, judged = dedup_views(old, by_key[view_id], watermark_ms, self.ttl_ms)
             for d in judged:
                 if isinstance(d, DuplicateView):
                     duplicates[position[(d.source.partition, d.source.offset)]] = d
             if first is not None and first != old:  # a new first arrival: its own entry
-                self.firsts.updateValue((view_id,), (first.ts, first.user_id, first.post_id))
+                updates.append(((view_id,), (first.ts, first.user_id, first.post_id)))
                 expiring.setdefault(ring.place(first.next_wakeup()), []).append(
                     (view_id, first.ts))
                 if old is not None:  # its list entry must not remove the new one
                     replaced.append((view_id, old.ts))
+        update_values(self.firsts, updates)  # each view_id's entry read and written once
         for index, entries in expiring.items():
             self.lists[index].appendList(entries)
         if replaced:
