@@ -22,6 +22,7 @@ from helpers.chaos import (
 )
 from helpers.jobs import run_available_now
 from reference.metrics_reference import experiment_metrics as reference_metrics
+from reference.metrics_reference import provisional_metrics
 
 from spark_jobs.experiments.admin.metadata import add_ramps
 from spark_jobs.experiments.admin.snapshot import publish_snapshot
@@ -37,6 +38,7 @@ pytestmark = [pytest.mark.chaos, pytest.mark.e2e, pytest.mark.spark, pytest.mark
 
 MINUTE = 60_000
 KEY = ["experiment_hash", "experiment_group", "period_start", "event_type", "window_end"]
+LIVE_KEY = KEY[:-1]
 VALUES = ["is_control", "triggered_users", "volume", "propensity", "volume_sum_squares"]
 SECTIONS = {
     "experiments": {"period": "20m", "window": "5m", "lateness": "1m", "dedup_ttl": "1m",
@@ -128,7 +130,14 @@ def _metrics(settings: Settings) -> pd.DataFrame:
     return table[KEY + VALUES].sort_values(KEY).reset_index(drop=True)
 
 
+def _live(settings: Settings) -> pd.DataFrame:
+    table = read_arrow(settings.lake.table("experiment_metrics_provisional")).to_pandas()
+    return table[LIVE_KEY + VALUES].sort_values(LIVE_KEY).reset_index(drop=True)
+
+
 def test_experiment_metrics_survives_random_kills(spark, chaos_settings, traffic, tmp_path):
+    """Both tables: the final windows, and the live totals (upserted once per batch that
+    changes them, before the final rows: a replayed batch must not fold its records twice)."""
     spec, records = traffic
     run_available_now(spark, chaos_settings, "filter_events")
     run_available_now(spark, chaos_settings, "filter_activations")
@@ -139,13 +148,15 @@ def test_experiment_metrics_survives_random_kills(spark, chaos_settings, traffic
 
     assert {k.aim for k in report.kills} == {"startup", "sink_write", "between_batches"}
     watermark = committed_watermark_ms(chaos_settings.lake.checkpoint("experiment_metrics"))
-    expected = reference_metrics(
-        [r.value for r in records if r.topic == "events"],
-        [r.value for r in records if r.topic == "experiment_activations"],
-        spec.ramp_rows(), chaos_settings.experiments, watermark,
-    )[KEY + VALUES].sort_values(KEY).reset_index(drop=True)
+    inputs = ([r.value for r in records if r.topic == "events"],
+              [r.value for r in records if r.topic == "experiment_activations"],
+              spec.ramp_rows(), chaos_settings.experiments, watermark)
+    expected = reference_metrics(*inputs)[KEY + VALUES].sort_values(KEY).reset_index(drop=True)
     actual = _metrics(chaos_settings)
     assert len(expected) > 50
     assert not actual.duplicated(KEY).any()
     pd.testing.assert_frame_equal(actual, expected.astype(actual.dtypes.to_dict()))
+    live, expected_live = _live(chaos_settings), provisional_metrics(*inputs)
+    assert not live.duplicated(LIVE_KEY).any() and (live.volume > 0).any()
+    pd.testing.assert_frame_equal(live, expected_live.astype(live.dtypes.to_dict()))
     assert table_rows(chaos_settings, "dead_letters") == before, "nothing late, nothing bad"
