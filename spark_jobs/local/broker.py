@@ -154,12 +154,14 @@ class EmbeddedBroker:
     def _port_open(self) -> bool:
         return port_in_use(self.host, self.port, timeout_s=0.2)
 
-    def stop(self) -> None:
-        """SIGTERM the broker's process group, SIGKILL after 5 s; safe to call twice."""
+    def stop(self, grace_s: float = STOP_GRACE_S) -> None:
+        """SIGTERM the broker's process group, SIGKILL after `grace_s` (5 s); safe to call
+        twice. Tests pass a shorter grace: after a job ran against it, Tansu often outlives
+        SIGTERM by the whole grace, and memory storage has nothing to lose."""
         with self._lock:
             process, self._process = self._process, None
             if process is not None:
-                _terminate_group(process)
+                _terminate_group(process, grace_s)
             if self._log_file is not None:
                 self._log_file.close()
                 self._log_file = None
@@ -181,12 +183,12 @@ class EmbeddedBroker:
         self.stop()
 
 
-def _terminate_group(process: subprocess.Popen[bytes]) -> None:
+def _terminate_group(process: subprocess.Popen[bytes], grace_s: float) -> None:
     if process.poll() is None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGTERM)
         try:
-            process.wait(timeout=STOP_GRACE_S)
+            process.wait(timeout=grace_s)
         except subprocess.TimeoutExpired:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)

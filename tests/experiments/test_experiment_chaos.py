@@ -1,6 +1,8 @@
 """Chaos: each experiments job SIGKILLed at random moments (before its first commit, inside
-its sink's writes, between batches), restarted each time from its checkpoint, ends with the
-reference's outputs: nothing lost, nothing doubled, on its tables and on its topic.
+its sink's writes, between batches; filter_activations, whose start-up and sink machinery is
+filter_events', inside its sink's writes only), restarted each time from its checkpoint,
+ends with the reference's outputs: nothing lost, nothing doubled, on its tables and on its
+topic.
 
 The filters' reference is an uninterrupted run of the same seeded input on a broker of its
 own (the topic names are fixed); the metrics job's is the independent pandas recomputation.
@@ -14,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from helpers.chaos import (
+    AIMS,
     assert_same_outputs,
     assert_unique,
     chaos_run,
@@ -22,6 +25,7 @@ from helpers.chaos import (
 )
 from helpers.jobs import run_available_now
 from reference.metrics_reference import experiment_metrics as reference_metrics
+from reference.metrics_reference import provisional_metrics
 
 from spark_jobs.experiments.admin.metadata import add_ramps
 from spark_jobs.experiments.admin.snapshot import publish_snapshot
@@ -37,6 +41,7 @@ pytestmark = [pytest.mark.chaos, pytest.mark.e2e, pytest.mark.spark, pytest.mark
 
 MINUTE = 60_000
 KEY = ["experiment_hash", "experiment_group", "period_start", "event_type", "window_end"]
+LIVE_KEY = KEY[:-1]
 VALUES = ["is_control", "triggered_users", "volume", "propensity", "volume_sum_squares"]
 SECTIONS = {
     "experiments": {"period": "20m", "window": "5m", "lateness": "1m", "dedup_ttl": "1m",
@@ -93,10 +98,10 @@ def reference_settings(make_settings, traffic) -> Iterator[Settings]:
 
 
 def _filter_chaos(spark, job: str, chaos_settings: Settings, reference_settings: Settings,
-                  folder: Path, seed: int) -> None:
-    report = chaos_run(chaos_settings, job, folder, seed=seed, kills=3,
-                        timeout_s=600)
-    assert {k.aim for k in report.kills} == {"startup", "sink_write", "between_batches"}
+                  folder: Path, seed: int, aims: tuple[str, ...] | None = None) -> None:
+    report = chaos_run(chaos_settings, job, folder, seed=seed, kills=3, aims=aims,
+                       timeout_s=600)
+    assert {k.aim for k in report.kills} == set(aims or AIMS)
     run_available_now(spark, reference_settings, job)
     expected = job_outputs(reference_settings, job)
     actual = job_outputs(chaos_settings, job)
@@ -119,8 +124,11 @@ def test_filter_events_survives_random_kills(spark, chaos_settings, reference_se
 
 def test_filter_activations_survives_random_kills(spark, chaos_settings, reference_settings,
                                                   tmp_path):
+    """A kill inside its own sink's writes (raw_activations, its topic, dead_letters): the
+    start-up and commit path it shares with filter_events (the runner, FilterSink) is
+    killed at every aim in the test above; each more kill costs a JVM start."""
     _filter_chaos(spark, "filter_activations", chaos_settings, reference_settings, tmp_path,
-                  2)
+                  2, aims=("sink_write",))
 
 
 def _metrics(settings: Settings) -> pd.DataFrame:
@@ -128,7 +136,14 @@ def _metrics(settings: Settings) -> pd.DataFrame:
     return table[KEY + VALUES].sort_values(KEY).reset_index(drop=True)
 
 
+def _live(settings: Settings) -> pd.DataFrame:
+    table = read_arrow(settings.lake.table("experiment_metrics_provisional")).to_pandas()
+    return table[LIVE_KEY + VALUES].sort_values(LIVE_KEY).reset_index(drop=True)
+
+
 def test_experiment_metrics_survives_random_kills(spark, chaos_settings, traffic, tmp_path):
+    """Both tables: the final windows, and the live totals (upserted once per batch that
+    changes them, before the final rows: a replayed batch must not fold its records twice)."""
     spec, records = traffic
     run_available_now(spark, chaos_settings, "filter_events")
     run_available_now(spark, chaos_settings, "filter_activations")
@@ -139,13 +154,15 @@ def test_experiment_metrics_survives_random_kills(spark, chaos_settings, traffic
 
     assert {k.aim for k in report.kills} == {"startup", "sink_write", "between_batches"}
     watermark = committed_watermark_ms(chaos_settings.lake.checkpoint("experiment_metrics"))
-    expected = reference_metrics(
-        [r.value for r in records if r.topic == "events"],
-        [r.value for r in records if r.topic == "experiment_activations"],
-        spec.ramp_rows(), chaos_settings.experiments, watermark,
-    )[KEY + VALUES].sort_values(KEY).reset_index(drop=True)
+    inputs = ([r.value for r in records if r.topic == "events"],
+              [r.value for r in records if r.topic == "experiment_activations"],
+              spec.ramp_rows(), chaos_settings.experiments, watermark)
+    expected = reference_metrics(*inputs)[KEY + VALUES].sort_values(KEY).reset_index(drop=True)
     actual = _metrics(chaos_settings)
     assert len(expected) > 50
     assert not actual.duplicated(KEY).any()
     pd.testing.assert_frame_equal(actual, expected.astype(actual.dtypes.to_dict()))
+    live, expected_live = _live(chaos_settings), provisional_metrics(*inputs)
+    assert not live.duplicated(LIVE_KEY).any() and (live.volume > 0).any()
+    pd.testing.assert_frame_equal(live, expected_live.astype(live.dtypes.to_dict()))
     assert table_rows(chaos_settings, "dead_letters") == before, "nothing late, nothing bad"

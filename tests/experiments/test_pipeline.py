@@ -1,23 +1,16 @@
 """End to end: generated traffic -> the three jobs (--available-now) -> experiment_metrics,
 compared with an independent pandas recomputation of the same records; equal, not close.
-Also: a SIGKILLed metrics job resumes from its checkpoint with no loss and no duplicates.
+(A SIGKILLed metrics job resuming with no loss and no duplicates, in its final and live
+tables: tests/experiments/test_experiment_chaos.py.)
 """
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import time
-from pathlib import Path
-
 import pandas as pd
 import pytest
-import yaml
 from helpers.jobs import run_available_now
 from reference.metrics_reference import experiment_metrics as reference_metrics
-from reference.metrics_reference import recompute
+from reference.metrics_reference import provisional_metrics
 
 from spark_jobs.experiments.admin.metadata import add_ramps
 from spark_jobs.experiments.admin.snapshot import publish_snapshot
@@ -26,8 +19,8 @@ from spark_jobs.experiments.core.tumbling_windows import period_last_window
 from spark_jobs.experiments.traffic import MALFORMED, TrafficSpec, generate, produce
 from spark_jobs.local.broker import EmbeddedBroker
 from spark_jobs.settings import load_settings
-from spark_jobs.streaming.checkpoint import batch_watermark_ms, query_id
-from spark_jobs.streaming.lake.delta import read_arrow, transaction_version
+from spark_jobs.streaming.checkpoint import batch_watermark_ms
+from spark_jobs.streaming.lake.delta import read_arrow
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark, pytest.mark.kafka]
 
@@ -77,8 +70,8 @@ def pipeline(spark, tmp_path_factory):
         run_available_now(spark, settings, "filter_activations", 600)
         query = run_available_now(spark, settings, "experiment_metrics", 600)
         yield {
-            "settings": settings, "overrides": overrides, "spec": spec, "records": records,
-            "ramps": ramps, "watermark": _final_watermark(settings, query), "root": root,
+            "settings": settings, "spec": spec, "records": records, "ramps": ramps,
+            "watermark": _final_watermark(settings, query),
         }
 
 
@@ -126,25 +119,12 @@ LIVE_KEY = ["experiment_hash", "experiment_group", "period_start", "event_type"]
 
 
 def _expected_provisional(pipeline) -> pd.DataFrame:
-    """The live totals of every accepted record (nothing is late here): per group period the
-    users with a first trigger, per type Σ per_user(c), c = the user's clean events with
-    first_trigger <= ts < period end, windows still open included."""
-    records, cfg = pipeline["records"], pipeline["settings"].experiments
-    result = recompute([r.value for r in records if r.topic == "events"],
-                       [r.value for r in records if r.topic == "experiment_activations"],
-                       pipeline["ramps"], cfg, pipeline["watermark"])
-    group = LIVE_KEY[:3]
-    joined = result.clean_events.merge(result.first_triggers, on="user_id")
-    counted = joined[(joined.ts >= joined.first_trigger)
-                     & (joined.ts < joined.period_start + cfg.period_ms)]
-    c = counted.groupby([*LIVE_KEY, "user_id"]).size().rename("volume").reset_index()
-    c = c.assign(propensity=1, volume_sum_squares=c.volume ** 2)
-    sums = c.groupby(LIVE_KEY, as_index=False)[VALUES[2:]].sum()
-    triggered = result.first_triggers.groupby([*group, "is_control"]).size()
-    grid = triggered.rename("triggered_users").reset_index().merge(
-        pd.DataFrame({"event_type": list(cfg.critical_event_types)}), how="cross")
-    table = grid.merge(sums, on=LIVE_KEY, how="left").fillna(0)
-    return table[LIVE_KEY + VALUES].sort_values(LIVE_KEY).reset_index(drop=True)
+    """The live totals of every accepted record (nothing is late here)."""
+    records = pipeline["records"]
+    return provisional_metrics(
+        [r.value for r in records if r.topic == "events"],
+        [r.value for r in records if r.topic == "experiment_activations"],
+        pipeline["ramps"], pipeline["settings"].experiments, pipeline["watermark"])
 
 
 def _live(settings) -> pd.DataFrame:
@@ -167,53 +147,3 @@ def test_provisional_rows_hold_every_record_and_end_as_the_final_rows(pipeline):
     assert len(final) > 0
     closed = live.merge(final[LIVE_KEY], on=LIVE_KEY)
     pd.testing.assert_frame_equal(closed, final.reset_index(drop=True))
-
-
-def _start_metrics_job(config_path: Path, log_path: Path) -> subprocess.Popen:
-    env = {**os.environ, "TIDELINE_CONFIG": str(config_path)}
-    with log_path.open("ab") as log:
-        return subprocess.Popen(
-            [sys.executable, "-m", "spark_jobs.cli", "job", "run", "experiment_metrics",
-             "--available-now"],
-            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )
-
-
-def test_sigkilled_metrics_job_resumes_without_loss_or_duplicates(pipeline):
-    """Kill -9 mid-run, restart from the checkpoint: the table equals the uninterrupted run."""
-    root = pipeline["root"]
-    settings = load_settings(environ={}, overrides={
-        **pipeline["overrides"], "lake": {"root": str(root / "crash_lake")},
-        "jobs": {"max_records_per_trigger": 4000, "compact_every_batches": 3},
-    })
-    config = root / "crash.yaml"
-    config.write_text(yaml.safe_dump({
-        **pipeline["overrides"], "lake": {"root": str(root / "crash_lake")},
-        "jobs": {"max_records_per_trigger": 4000, "compact_every_batches": 3},
-    }))
-    log = root / "crash_job.log"
-    table = settings.lake.table("experiment_metrics")
-    checkpoint = settings.lake.checkpoint("experiment_metrics")
-
-    job = _start_metrics_job(config, log)
-    try:
-        deadline = time.monotonic() + 240
-        app_id = None
-        while app_id is None or (transaction_version(table, app_id) or -1) < 3:
-            if app_id is None and Path(checkpoint, "metadata").exists():
-                app_id = f"experiment_metrics@{query_id(checkpoint)}"
-            assert job.poll() is None, log.read_text()[-3000:]
-            assert time.monotonic() < deadline, "metrics job made no progress"
-            time.sleep(0.2)
-    finally:
-        os.killpg(job.pid, signal.SIGKILL)
-        job.wait(30)
-    killed_at = transaction_version(table, app_id)
-
-    job = _start_metrics_job(config, log)
-    assert job.wait(300) == 0, log.read_text()[-3000:]
-    assert transaction_version(table, app_id) > killed_at
-    resumed = _metrics(settings)
-    assert not resumed.duplicated(KEY).any()
-    pd.testing.assert_frame_equal(resumed, _metrics(pipeline["settings"]))
-    pd.testing.assert_frame_equal(_live(settings), _live(pipeline["settings"]))  # once each

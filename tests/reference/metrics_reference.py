@@ -407,6 +407,31 @@ def experiment_metrics(
     return recompute(events, activations, ramps, settings, closed_until_ms).metrics
 
 
+LIVE_KEY = [*GROUP, "event_type"]
+
+
+def provisional_metrics(
+    events: Any, activations: Any, ramps: Any, settings: Any, closed_until_ms: int | None
+) -> pd.DataFrame:
+    """The expected `experiment_metrics_provisional` rows when nothing is late: per group
+    period the users with a first trigger, per type the sums over c = a triggered user's
+    clean events with first_trigger <= ts < period end, windows still open included."""
+    cfg = ReferenceSettings.of(settings)
+    result = recompute(events, activations, ramps, cfg, closed_until_ms)
+    joined = result.clean_events.merge(result.first_triggers, on="user_id")
+    counted = joined[(joined.ts >= joined.first_trigger)
+                     & (joined.ts < joined.period_start + cfg.period_ms)]
+    c = counted.groupby([*LIVE_KEY, "user_id"]).size().rename("volume").reset_index()
+    c = c.assign(propensity=1, volume_sum_squares=c.volume ** 2)
+    sums = c.groupby(LIVE_KEY, as_index=False)[COUNTED[1:]].sum()
+    triggered = result.first_triggers.groupby([*GROUP, "is_control"]).size()
+    grid = triggered.rename("triggered_users").reset_index().merge(
+        pd.DataFrame({"event_type": list(cfg.critical_event_types)}), how="cross")
+    table = grid.merge(sums, on=LIVE_KEY, how="left").fillna(0)
+    return table[[*LIVE_KEY, "is_control", *COUNTED]].sort_values(LIVE_KEY).reset_index(
+        drop=True)
+
+
 def from_records(
     records: Sequence[Any], ramps: Any, settings: Any, closed_until_ms: int | None
 ) -> ReferenceResult:
