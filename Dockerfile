@@ -28,7 +28,10 @@ RUN pip install --no-cache-dir -r requirements.lock
 COPY spark_jobs ./spark_jobs
 COPY dags ./dags
 COPY expectations ./expectations
-RUN pip install --no-cache-dir --no-deps -e .
+RUN pip install --no-cache-dir --no-deps -e . \
+    && python -c "from spark_jobs.streaming.worker_path import install; install()"
+# (the .pth of infra/setup.sh: Spark's Python processes import the installed pyspark, not the
+# zip of its sources that Spark puts first on their path and each would compile again)
 
 # Everything that must outlive the container goes to the volume: the lake (tables,
 # checkpoints, metadata DB, job logs, the cluster's home) and Airflow's home (its database,

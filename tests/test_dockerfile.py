@@ -59,3 +59,11 @@ def test_it_runs_a_tideline_command():
     assert entry == '["tini", "--", "tideline"]'
     args = build_parser().parse_args(json.loads(command))
     assert args.command == "platform"
+
+
+def test_it_installs_the_worker_path_file_as_the_set_up_does():
+    """Without it, every Python process Spark starts in the image compiles pyspark from the
+    zip Spark puts first on its path (spark_jobs/streaming/worker_path.py)."""
+    install = "from spark_jobs.streaming.worker_path import install; install()"
+    assert any(install in args for args in arguments("RUN"))
+    assert install in (ROOT / "infra" / "setup.sh").read_text()
