@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar, cast
 
 import orjson
@@ -26,6 +26,7 @@ from spark_jobs.contracts.tables import TABLE_DEAD_LETTERS
 from spark_jobs.settings import Settings
 from spark_jobs.streaming.checkpoint import query_id
 from spark_jobs.streaming.drops import note_batch
+from spark_jobs.streaming.kafka.decoding import received_whole
 from spark_jobs.streaming.kafka.evidence import Coordinate, fetch_values
 from spark_jobs.streaming.kafka.producer import make_producer, produce_all
 from spark_jobs.streaming.lake.dead_letters import (
@@ -102,11 +103,17 @@ class BatchOutputs:
         keys = [str(user) for user in ordered["user_id"].to_pylist()]
         return produce_all(self.producer, topic, keys, json_values(ordered, fields))
 
-    def dead_letters(self, dead: pa.Table, batch_id: int) -> int:
-        """Append a batch's dead rows (DEAD_LETTER_COLUMNS) to `dead_letters`, once per batch."""
+    def dead_letters(self, dead: pa.Table, batch_id: int,
+                     source_text: Collection[str] = ()) -> int:
+        """Append a batch's dead rows (DEAD_LETTER_COLUMNS) to `dead_letters`, once per batch.
+        `source_text`: the reasons whose rows carry the source's raw text of the record;
+        where that text is the whole record (decoding.received_whole) it is not read back."""
         if dead.num_rows == 0:
             return 0
-        rows = dead_letter_table(self.job, dead, raw_lookup=self.read_back)
+        reasons = frozenset(source_text)
+        rows = dead_letter_table(
+            self.job, dead, raw_lookup=self.read_back,
+            holds_received=lambda reason, text: reason in reasons and received_whole(text))
         append_once(self.table_uri(TABLE_DEAD_LETTERS), rows, self.app_id, batch_id,
                     merge_schema=True)
         return dead.num_rows
@@ -164,6 +171,9 @@ class BatchSink(Generic[Collected]):
     # down with the batches a partition holds (Tansu) healthy for days. None: the default
     # (a latency-bound sink sends each record as it is found).
     producer_linger_ms: ClassVar[int | None] = BATCHED_LINGER_MS
+    # The reasons whose dead rows carry the source's raw text of the record (an undecodable
+    # record's `raw_value`), not a decoded form: a whole one needs no read-back from Kafka.
+    source_text_reasons: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, settings: Settings, job: str) -> None:
         self.settings = settings
@@ -209,7 +219,8 @@ class BatchSink(Generic[Collected]):
 
     def deliver(self, collected: Collected, batch_id: int) -> None:
         self.publish(collected)
-        self.outputs.dead_letters(self.dead_rows(collected), batch_id)
+        self.outputs.dead_letters(self.dead_rows(collected), batch_id,
+                                  self.source_text_reasons)
         self.commit(collected, batch_id)
         self.outputs.maybe_compact(batch_id, self.tables, background=self.compact_in_background)
 

@@ -90,7 +90,7 @@ def test_filter_events_keeps_critical_caps_spammers_and_routes_bad_records(
         "empty message (null value)", "field 'user_id' must be an integer, got string",
         "not valid JSON",
     ]
-    # the evidence is the bytes as received, read back from the topic by offset
+    # the evidence is the bytes as received: the row's whole text, else read back by offset
     assert sorted(v for v in dead.raw_bytes if v is not None) == [
         b"not json", b'{"user_id": "8", "event_type": "click", "ts": 1}']
     assert sorted(int(n) for n in dead.raw_length.dropna()) == [8, 48]

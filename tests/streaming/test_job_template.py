@@ -125,7 +125,7 @@ class RecordingSink(BatchSink[pa.Table]):
         self.done = done
         self.steps: list[str] = []
         self.outputs.committed = lambda table, batch_id: self.done  # type: ignore[method-assign]
-        self.outputs.dead_letters = lambda dead, batch_id: self.steps.append(  # type: ignore
+        self.outputs.dead_letters = lambda dead, batch_id, *_: self.steps.append(  # type: ignore
             f"dead {dead.num_rows}")
         self.outputs.maybe_compact = lambda batch_id, tables, background: self.steps.append(  # type: ignore
             f"compact {','.join(tables)}")

@@ -16,6 +16,7 @@ from typing import ClassVar
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from spark_jobs.contracts.reasons import MALFORMED
 from spark_jobs.contracts.tables import TABLE_DEAD_LETTERS
 from spark_jobs.settings import Settings
 from spark_jobs.streaming.batch_outputs import BatchSink, json_values, rows_of_kind
@@ -32,6 +33,8 @@ class FilterSink(BatchSink[pa.Table]):
     topic: ClassVar[str]
     fields: ClassVar[tuple[str, ...]]  # the stripped record published to `topic`
     raw_schema: ClassVar[pa.Schema]
+    # a filter's malformed rows are the source's undecodable records, with its raw text
+    source_text_reasons = frozenset({MALFORMED})
     _delivered: dict[str, DeliveredOffsets] | None = None
 
     def delivered(self) -> dict[str, DeliveredOffsets]:

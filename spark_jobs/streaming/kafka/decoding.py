@@ -24,6 +24,22 @@ BATCH_ROWS = 10_000  # rows per Arrow batch handed to Spark
 RAW_TEXT_BYTES = DEAD_LETTER_RAW_BYTES  # what an error row carries of a bad message
 
 
+def received_whole(text: str | None, bound: int = RAW_TEXT_BYTES) -> bool:
+    """True when `text`, an error row's `raw_value` (a message's first `bound` bytes decoded
+    with replacement, None for a null message), is the whole message exactly: a null message,
+    or nothing replaced and shorter than the cut, so that its UTF-8 encoding is the bytes as
+    received (a valid UTF-8 decoding has one encoding). The sink then needs no read-back from
+    Kafka for its dead letter."""
+    if text is None:
+        return True
+    if "\ufffd" in text:
+        return False
+    try:
+        return len(text.encode("utf-8")) < bound
+    except UnicodeEncodeError:  # a lone surrogate: not text this decoding makes
+        return False
+
+
 def decoded_batches(
     options: SourceOptions, part: KafkaRange, messages: list[Message]
 ) -> Iterator[pa.RecordBatch]:

@@ -157,27 +157,34 @@ class DeadLetter:
 
 
 RawLookup = Callable[[list[tuple[str, int, int]]], dict[tuple[str, int, int], bytes | None]]
+HoldsReceived = Callable[[str, str | None], bool]  # (reason, the row's text) -> it is the record
 
 
 def dead_letter_table(job: str, rows: pa.Table, recorded_at: datetime | None = None,
-                      raw_lookup: RawLookup | None = None) -> pa.Table:
+                      raw_lookup: RawLookup | None = None,
+                      holds_received: HoldsReceived | None = None) -> pa.Table:
     """A job's dead rows (any table with DEAD_LETTER_COLUMNS) as `dead_letters` rows.
 
     `raw_lookup` reads the received bytes back by coordinates (streaming/kafka/evidence.py):
     a processor's row carries the record as it decoded it, the table wants it as received;
-    a record it cannot find keeps the text the row carried."""
+    a record it cannot find keeps the text the row carried. `holds_received(reason, text)`
+    says which rows already carry the record exactly as received (they are not looked up)."""
     n = rows.num_rows
     columns = {name: rows[name].to_pylist() if name in rows.column_names else [None] * n
                for name in DEAD_LETTER_COLUMNS}  # (`detail` may be absent: no detail)
     if raw_lookup is not None:
-        columns["raw_value"] = _as_received(columns, raw_lookup)
+        columns["raw_value"] = _as_received(columns, raw_lookup, holds_received)
     return dead_letter_rows(job, **columns, recorded_at=recorded_at)
 
 
-def _as_received(columns: dict[str, list[Any]], raw_lookup: RawLookup
-                 ) -> list[str | bytes | None]:
+def _as_received(columns: dict[str, list[Any]], raw_lookup: RawLookup,
+                 holds_received: HoldsReceived | None = None) -> list[str | bytes | None]:
     places = list(zip(columns["topic"], columns["partition"], columns["offset"], strict=True))
-    wanted = [place for place in places if None not in place]
+    held = ([False] * len(places) if holds_received is None else
+            [holds_received(reason, text) for reason, text in
+             zip(columns["reason"], columns["raw_value"], strict=True)])
+    wanted = [place for place, whole in zip(places, held, strict=True)
+              if None not in place and not whole]
     found = raw_lookup(wanted) if wanted else {}
     texts = columns["raw_value"]
     return [found.get(place, text) for place, text in zip(places, texts, strict=True)]
