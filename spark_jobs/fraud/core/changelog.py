@@ -25,8 +25,11 @@ Change = tuple[Any, ...]
 
 _PUT_WINDOW, _DELETE_WINDOW, _DELETE_RULE, _CLEAR = "pw", "dw", "dr", "cl"
 _EXTEND_WINDOW = "xw"  # an exact window's entries cut from the front and appended
+_EXTEND_WINDOWS = "xws"  # the same for many windows, in columns (WindowDeltas)
 _EXACT_WINDOWS = "ew"  # exact windows put whole, in columns (ExactWindows)
 _PUT_SEEN, _EXPIRE_SEEN, _PUT_META = "ps", "es", "pm"
+_PUT_SEEN_MANY = "pss"  # seen ids put one after the other, in columns
+# Logs written before the column forms ("xw", "ps" one per change) still replay.
 
 
 class LoggedStore(MemoryStore):
@@ -35,7 +38,11 @@ class LoggedStore(MemoryStore):
     def __init__(self) -> None:
         super().__init__(pickled=False)
         self._log: list[Change] = []  # every mutation but window puts, in order
-        self._dirty: set[tuple[int, str]] = set()  # windows put since the log was taken
+        self._dirty: dict[int, set[str]] = {}  # per rule, the windows put since the log
+        # seen ids put since the last logged change that reads them (an expiry), in order:
+        # logged as one change, a tuple per id costing as much to pickle as to evaluate
+        self._seen_ids: list[str] = []
+        self._seen_times: list[int] = []
 
     def get_window(self, rule_id: int, key: str) -> Any | None:
         keys = self.by_rule.get(rule_id)
@@ -48,7 +55,10 @@ class LoggedStore(MemoryStore):
         if type(window) is ExactWindow and keys.get(key) is not window:
             window.forget_logged()  # new here: its changes are relative to nothing stored
         keys[key] = window
-        self._dirty.add((rule_id, key))
+        dirty = self._dirty.get(rule_id)
+        if dirty is None:
+            dirty = self._dirty[rule_id] = set()
+        dirty.add(key)
 
     def delete_window(self, rule_id: int, key: str) -> None:
         super().delete_window(rule_id, key)
@@ -64,9 +74,17 @@ class LoggedStore(MemoryStore):
 
     def put_seen(self, transaction_id: str, event_time: int) -> None:
         super().put_seen(transaction_id, event_time)
-        self._log.append((_PUT_SEEN, transaction_id, event_time))
+        self._seen_ids.append(transaction_id)
+        self._seen_times.append(event_time)
+
+    def _log_seen(self) -> None:
+        """The seen ids put since the last time, as one change (before one that reads them)."""
+        if self._seen_ids:
+            self._log.append((_PUT_SEEN_MANY, self._seen_ids, _int64(self._seen_times)))
+            self._seen_ids, self._seen_times = [], []
 
     def expire_seen(self, before_ms: int) -> int | None:
+        self._log_seen()
         self._log.append((_EXPIRE_SEEN, before_ms))
         return super().expire_seen(before_ms)
 
@@ -76,21 +94,25 @@ class LoggedStore(MemoryStore):
 
     def take_changes(self) -> bytes:
         """The changes since the last call, serialised (values as they are now)."""
+        self._log_seen()
         log, self._log = self._log, []
-        dirty, self._dirty = self._dirty, set()
-        by_rule, exact = self.by_rule, ExactWindows()
-        add_whole = exact.add
-        for rule_id, key in dirty:
-            keys = by_rule.get(rule_id)
-            window = None if keys is None else keys.get(key)
-            if type(window) is ExactWindow:
-                delta = window.take_log_delta()
-                if delta is None:
-                    add_whole(rule_id, key, window.times, window.values)
-                else:
-                    log.append((_EXTEND_WINDOW, rule_id, key, *delta))
-            elif window is not None:
-                log.append((_PUT_WINDOW, rule_id, key, window))
+        dirty, self._dirty = self._dirty, {}
+        exact, deltas = ExactWindows(), WindowDeltas()
+        add_whole, add_delta = exact.add, deltas.add_delta
+        for rule_id, dirty_keys in dirty.items():
+            stored = self.by_rule.get(rule_id, {}).get
+            for key in dirty_keys:
+                window = stored(key)
+                if type(window) is ExactWindow:
+                    delta = window.take_log_delta()
+                    if delta is None:
+                        add_whole(rule_id, key, window.times, window.values)
+                    else:
+                        add_delta(rule_id, key, *delta)
+                elif window is not None:
+                    log.append((_PUT_WINDOW, rule_id, key, window))
+        if deltas.keys:
+            log.append((_EXTEND_WINDOWS, *deltas.packed()))
         if exact.keys:
             log.append((_EXACT_WINDOWS, *exact.packed()))
         return pickle.dumps(log, protocol=pickle.HIGHEST_PROTOCOL)
@@ -107,6 +129,10 @@ class LoggedStore(MemoryStore):
             elif op == _EXTEND_WINDOW:
                 self._extend_window(*args)
                 put.add(args[:2])
+            elif op == _EXTEND_WINDOWS:
+                for rule_id, key, cut, times, values in unpacked_deltas(*args):
+                    self._extend_window(rule_id, key, cut, times, values)
+                    put.add((rule_id, key))
             elif op == _EXACT_WINDOWS:
                 for rule_id, key, times, values in unpacked(*args):
                     MemoryStore.put_window(self, rule_id, key, (times, values))
@@ -119,6 +145,11 @@ class LoggedStore(MemoryStore):
                 MemoryStore.clear_windows(self)
             elif op == _PUT_SEEN:
                 MemoryStore.put_seen(self, *args)
+            elif op == _PUT_SEEN_MANY:
+                ids, times = args
+                for transaction_id, event_time in zip(ids, array("q", times).tolist(),
+                                                      strict=True):
+                    MemoryStore.put_seen(self, transaction_id, event_time)
             elif op == _EXPIRE_SEEN:
                 MemoryStore.expire_seen(self, *args)
             elif op == _PUT_META:
@@ -185,6 +216,30 @@ class ExactWindows:
         decimal's str(), which has no comma."""
         return (self.rule_ids, list(map(len, self.keys)), "".join(self.keys), self.lengths,
                 _int64(self.times), ",".join(self.values))
+
+
+class WindowDeltas(ExactWindows):
+    """Exact windows logged by their changes (take_log_delta), in the same columns plus the
+    entries cut from each window's front."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cuts: list[int] = []
+
+    def add_delta(self, rule_id: int, key: str, cut: int, times: list[int],
+                  values: list[str]) -> None:
+        self.add(rule_id, key, times, values)
+        self.cuts.append(cut)
+
+    def packed(self) -> tuple[Any, ...]:
+        return (*super().packed(), self.cuts)
+
+
+def unpacked_deltas(*packed: Any) -> list[tuple[int, str, int, list[int], list[str]]]:
+    """WindowDeltas.packed() back as (rule_id, key, cut, times, values) per window."""
+    *columns, cuts = packed
+    return [(rule_id, key, cut, times, values) for (rule_id, key, times, values), cut
+            in zip(unpacked(*columns), cuts, strict=True)]
 
 
 def unpacked(rule_ids: list[int], key_lengths: list[int], keys: str, lengths: list[int],
