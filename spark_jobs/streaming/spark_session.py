@@ -20,6 +20,14 @@ ROCKSDB_PROVIDER = (
     "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 )
 
+# The JVM's JIT stops at its first tier (C1). On two cores the optimising compiler (C2) competed
+# with the work: it kept compiling Spark's code and each micro-batch's new generated classes at
+# 20-50 % of a core, in steady state too. C1 alone cut a job's start-up CPU by a third and sped
+# the experiment pipeline and fraud_rules up by a tenth or more (BENCHMARKS.md, "the JIT at its
+# first tier"). With cores to spare, options of one's own (spark.conf
+# spark.driver.extraJavaOptions / spark.executor.extraJavaOptions, even "") replace these.
+JIT_OPTIONS = "-XX:TieredStopAtLevel=1"
+
 BASE_CONF: dict[str, str] = {
     # The checkpoint fixes the shuffle width; with Spark's 200 every stateful micro-batch
     # runs 200 tasks, each opening its state store, whatever the batch's size.
@@ -35,6 +43,8 @@ BASE_CONF: dict[str, str] = {
     "spark.driver.memory": "2g",
     "spark.sql.streaming.noDataMicroBatches.enabled": "true",
     "spark.python.worker.reuse": "true",
+    "spark.driver.extraJavaOptions": JIT_OPTIONS,
+    "spark.executor.extraJavaOptions": JIT_OPTIONS,
 }
 
 # Checkpoints on the local file system: Spark's default (FileContext) checkpoint file manager
@@ -94,6 +104,15 @@ def retention_conf(settings: Settings) -> dict[str, str]:
     return {MIN_BATCHES_TO_RETAIN: str(settings.maintenance.checkpoint_batches_kept)}
 
 
+def session_conf(settings: Settings, tools: bool = False) -> dict[str, str]:
+    """The Spark settings a session is built with (before the class archive's options):
+    the defaults above, then what the settings configure (which wins)."""
+    local = LOCAL_CHECKPOINT_CONF if is_local_path(settings.lake.checkpoints) else {}
+    configured = {k: str(v) for k, v in settings.spark.conf.items()}
+    extra = tools_conf(settings) if tools else {}
+    return {**BASE_CONF, **local, **extra, **retention_conf(settings), **configured}
+
+
 def build_session(settings: Settings, app_name: str = "tideline",
                   tools: bool = False) -> SparkSession:
     """Create (or reuse) the session; Python workers run the interpreter that runs us.
@@ -106,10 +125,7 @@ def build_session(settings: Settings, app_name: str = "tideline",
     builder = builder.config("spark.driver.bindAddress", "127.0.0.1").config(
         "spark.driver.host", "127.0.0.1"
     )
-    local = LOCAL_CHECKPOINT_CONF if is_local_path(settings.lake.checkpoints) else {}
-    configured = {k: str(v) for k, v in settings.spark.conf.items()}
-    extra = tools_conf(settings) if tools else {}
-    conf = {**BASE_CONF, **local, **extra, **retention_conf(settings), **configured}
+    conf = session_conf(settings, tools)
     archive = driver_options(conf.get(DRIVER_JAVA_OPTIONS))  # streaming/class_archive.py
     if archive is not None:
         conf[DRIVER_JAVA_OPTIONS] = archive

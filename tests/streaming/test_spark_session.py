@@ -1,4 +1,4 @@
-"""The session's logging set-up: py4j's INFO chatter stays out unless asked for."""
+"""The session's set-up: py4j's INFO chatter stays out unless asked for; the JVM's JIT."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from spark_jobs.streaming.spark_session import quiet_py4j
+from spark_jobs.settings import load_settings
+from spark_jobs.streaming.spark_session import JIT_OPTIONS, quiet_py4j, session_conf
 
 
 @pytest.fixture
@@ -31,3 +32,21 @@ def test_a_py4j_level_someone_configured_is_kept(py4j_logger: logging.Logger):
     py4j_logger.setLevel(logging.DEBUG)
     quiet_py4j()
     assert py4j_logger.level == logging.DEBUG
+
+
+def test_the_session_jvm_compiles_with_the_first_tier_only(spark):
+    """The JIT at its first tier: the optimising compiler's work competed with the jobs' on
+    two cores (spark_session.JIT_OPTIONS). The archive's options are added, not instead."""
+    runtime = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
+    arguments = list(runtime.getInputArguments())
+    assert JIT_OPTIONS in arguments
+    assert spark.conf.get("spark.executor.extraJavaOptions") == JIT_OPTIONS
+
+
+def test_java_options_of_ones_own_replace_the_jit_default():
+    settings = load_settings(environ={}, overrides={"spark": {"conf": {
+        "spark.driver.extraJavaOptions": "-Dmine=1"}}})
+    conf = session_conf(settings)
+    assert JIT_OPTIONS not in conf["spark.driver.extraJavaOptions"]
+    assert conf["spark.driver.extraJavaOptions"].startswith("-Dmine=1")
+    assert conf["spark.executor.extraJavaOptions"] == JIT_OPTIONS
