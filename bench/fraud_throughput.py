@@ -63,7 +63,7 @@ from spark_jobs.contracts.topics import (
 from spark_jobs.fraud.core.changelog import LoggedStore, plain_state
 from spark_jobs.fraud.core.engine import FraudEngine, MemoryStore
 from spark_jobs.fraud.core.windows import window_size
-from spark_jobs.fraud.jobs.engine_state_files import CHANGES, SNAPSHOT
+from spark_jobs.fraud.jobs.engine_state_files import CHANGES, SNAPSHOT, EngineStateFiles
 from spark_jobs.fraud.traffic import (
     TransactionSpec,
     benchmark_rules,
@@ -240,27 +240,35 @@ def stored_state(spark: Any, settings: Settings) -> dict[str, Any]:
 
 
 def driver_state(sink: Any) -> dict[str, Any]:
-    """The driver path's state at the end: the windows in the engine's store (engine_state),
-    a snapshot's size, and the engine state files in the checkpoint (bytes on disk)."""
+    """The driver path's state at the end, shard by shard, as its files in the checkpoint
+    rebuild it (the engines of shards 1.. live in processes of their own): the windows in each
+    engine's store (engine_state), a snapshot's size, and the state files (bytes on disk)."""
     import pyarrow.fs as pafs
 
-    store: LoggedStore | None = sink._store
-    found: dict[str, Any] = {} if store is None else {
-        **engine_state(store), "snapshot_bytes_if_taken": len(store.snapshot())}
-    files = sink.files
-    infos = files.filesystem.get_file_info(pafs.FileSelector(files.folder))
-    kinds: dict[str, list[int]] = {"changes": [], "snapshots": []}
-    for info in infos:
-        if info.base_name.startswith(CHANGES):
-            kinds["changes"].append(info.size)
-        elif info.base_name.startswith(SNAPSHOT):
-            kinds["snapshots"].append(info.size)
-    found["files"] = {
-        "bytes_on_disk": sum(info.size for info in infos if info.size is not None),
-        **{f"{kind}_files": len(sizes) for kind, sizes in kinds.items()},
-        **{f"{kind}_bytes": sum(sizes) for kind, sizes in kinds.items()},
-    }
-    return found
+    shards: dict[str, Any] = {}
+    for shard in range(sink.settings.fraud.shards):
+        files = EngineStateFiles(sink.checkpoint, shard)
+        found: dict[str, Any] = {}
+        if sink._applied is not None:
+            snapshot, changes, _ = files.state_after(sink._applied)
+            store = LoggedStore.restore(snapshot)
+            for change in changes:
+                store.apply_changes(change)
+            found = {**engine_state(store), "snapshot_bytes_if_taken": len(store.snapshot())}
+        infos = files.filesystem.get_file_info(pafs.FileSelector(files.folder))
+        kinds: dict[str, list[int]] = {"changes": [], "snapshots": []}
+        for info in infos:
+            if info.base_name.startswith(CHANGES):
+                kinds["changes"].append(info.size)
+            elif info.base_name.startswith(SNAPSHOT):
+                kinds["snapshots"].append(info.size)
+        found["files"] = {
+            "bytes_on_disk": sum(info.size for info in infos if info.size is not None),
+            **{f"{kind}_files": len(sizes) for kind, sizes in kinds.items()},
+            **{f"{kind}_bytes": sum(sizes) for kind, sizes in kinds.items()},
+        }
+        shards[str(shard)] = found
+    return {"windows": sum(s.get("windows", 0) for s in shards.values()), "shards": shards}
 
 
 def published_alerts(settings: Settings) -> dict[str, int]:
@@ -458,17 +466,19 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
             f"{bd['triggerExecution']['p50']:.0f} ms; ")
         stored = run["stored_state"]
         if path == "driver":
-            per = stored.get("per_window", {})
-            files = stored.get("files", {})
+            shards = stored.get("shards", {}).values()
+            window_bytes = sum(s.get("window_bytes", 0) for s in shards)
+            entries = sum(s.get("entries", 0) for s in shards)
+            windows = stored.get("windows", 0)
+            snapshots = sum(s.get("snapshot_bytes_if_taken", 0) for s in shards)
             lines.append(
-                head + f"state at end {stored.get('windows', 0):,} windows, "
-                f"{stored.get('window_bytes', 0) / 1e6:.1f} MB pickled, {per.get('bytes_mean')} B"
-                f" and {per.get('entries_mean')} entries per window (max "
-                f"{per.get('entries', {}).get('max')}), {stored.get('seen_ids', 0):,} seen ids; "
-                f"snapshot {stored.get('snapshot_bytes_if_taken', 0) / 1e6:.1f} MB; state files "
-                f"{files.get('bytes_on_disk', 0) / 1e6:.1f} MB on disk "
-                f"({files.get('changes_files')} change files, "
-                f"{files.get('snapshots_files')} snapshots)")
+                head + f"state at end {windows:,} windows in {len(shards)} shard(s), "
+                f"{window_bytes / 1e6:.1f} MB pickled, "
+                f"{window_bytes / max(windows, 1):.1f} B and {entries / max(windows, 1):.2f} "
+                f"entries per window, "
+                f"{sum(s.get('seen_ids', 0) for s in shards):,} seen ids (every shard keeps "
+                f"them); snapshots {snapshots / 1e6:.1f} MB; state files "
+                f"{sum(s['files']['bytes_on_disk'] for s in shards) / 1e6:.1f} MB on disk")
         else:
             shards = {k: {n: v for n, v in s.items() if n != "engine"}
                       for k, s in stored.get("shards", {}).items()}

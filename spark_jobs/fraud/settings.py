@@ -29,10 +29,12 @@ class FraudSettings:
         "goes to dead_letters as late")
     bucket_ms: int = setting("0", Duration(), "pre-aggregation bucket of the windows (0 = exact)")
     shards: int = setting(
-        2, PositiveInt(), "state shards splitting the rules (spark state)", unit="shards")
+        2, PositiveInt(),
+        "engines splitting the rules by ruleId (driver state: one process each; spark state: "
+        "transformWithState keys)", unit="shards")
     state: str = setting(
         "driver", Choice(FRAUD_STATES),
-        "driver: one engine on the driver; spark: transformWithState shards")
+        "driver: the engines on the driver's machine; spark: transformWithState shards")
     snapshot_every: int = setting(
         500, PositiveInt(), "batches between engine snapshots (driver state)", unit="batches")
     idle_timeout_ms: int = setting(

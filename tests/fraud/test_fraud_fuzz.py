@@ -20,7 +20,7 @@ from spark_jobs.fraud.core.keys import TransactionError, parse_transaction
 from spark_jobs.fraud.core.output_rows import ARROW_OUTPUT_SCHEMA, output_fields
 from spark_jobs.fraud.core.outputs import MAX_DETAIL_CHARS, MAX_ECHO_BYTES, MAX_OUTPUT_BYTES
 from spark_jobs.fraud.core.rules import RuleError, parse_rule
-from spark_jobs.fraud.jobs.fraud_driver import InputRow
+from spark_jobs.fraud.jobs.engine_host import InputRow
 
 T0 = 1_767_225_600_000
 TRANSACTION = {"transactionId": 1, "eventTime": T0, "payeeId": 1, "beneficiaryId": 2,

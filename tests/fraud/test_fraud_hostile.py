@@ -23,7 +23,8 @@ from spark_jobs.fraud.core.output_rows import (
 )
 from spark_jobs.fraud.core.outputs import MAX_ECHO_BYTES, MAX_OUTPUT_BYTES
 from spark_jobs.fraud.core.rules import MAX_RULE_BYTES, RuleError, parse_rule
-from spark_jobs.fraud.jobs.fraud_driver import FraudDriverSink, InputRow
+from spark_jobs.fraud.jobs.engine_host import InputRow, evaluate_batch
+from spark_jobs.fraud.jobs.fraud_driver import FraudDriverSink
 
 T0 = 1_767_225_600_000
 HOUR = 3_600_000
@@ -199,9 +200,8 @@ def test_a_dozen_transactions_from_the_future_change_nothing_in_the_driver(make_
     redelivered = [normal_traffic()[0]]
 
     def alerts_of(*batches: list[tuple[str, int, Any]]) -> tuple[list[Any], pa.Table]:
-        sink._cleanup_at = None
         engine = FraudEngine(MemoryStore(), max_message_bytes=SMALL)
-        out = [sink.evaluate(engine, batch(rows), 0) for rows in batches]
+        out = [evaluate_batch(engine, batch(rows), 0)[0] for rows in batches]
         alerts = [(r["rule_id"], r["transaction_id"], r["aggregate"]) for t in out
                   for r in t.to_pylist() if r["kind"] == "alert"]
         return alerts, out[0]

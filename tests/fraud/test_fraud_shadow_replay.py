@@ -16,7 +16,7 @@ import pytest
 from spark_jobs.contracts.topics import TOPIC_RULES, TOPIC_TRANSACTIONS
 from spark_jobs.fraud.core.engine import FraudEngine, MemoryStore
 from spark_jobs.fraud.core.output_rows import KIND_RULE, KIND_TRANSACTION
-from spark_jobs.fraud.jobs.fraud_driver import FraudDriverSink, InputRow
+from spark_jobs.fraud.jobs.engine_host import InputRow, evaluate_batch
 from spark_jobs.fraud.shadow.compare import decidable
 from spark_jobs.fraud.shadow.recompute import input_rows, replay
 from spark_jobs.fraud.shadow.watermark import spark_event_time, watermark_bounds
@@ -132,17 +132,16 @@ def _job_outputs(rows: Sequence[InputRow], fraud: FraudSettings, rng: random.Ran
     """The driver sink's evaluation over random batches cut between Kafka times, with the
     watermark Spark gives each batch (the newest eventTime of earlier batches - lateness):
     its alerts, and where its late dead letters (beyond fraud.late_retention) came from."""
-    sink = object.__new__(FraudDriverSink)  # only its evaluation, without a checkpoint
-    sink._cleanup_at = None
     engine = FraudEngine(MemoryStore(), fraud.alert_on_late_events, fraud.bucket_ms,
                          late_retention_ms=fraud.late_retention_ms)
     cuts = sorted({i for i in rng.sample(range(1, len(rows)), len(rows) // 12)
                    if rows[i].kafka_timestamp != rows[i - 1].kafka_timestamp})
-    watermark, alerts, late = 0, [], set()
+    watermark, alerts, late, cleanup_at = 0, [], set(), None
     for start, end in zip([0, *cuts], [*cuts, len(rows)], strict=True):
         batch = rows[start:end]
         table = pa.table({name: [getattr(r, name) for r in batch] for name in InputRow._fields})
-        out = sink.evaluate(engine, table, watermark).to_pylist()
+        outputs, cleanup_at = evaluate_batch(engine, table, watermark, cleanup_at)
+        out = outputs.to_pylist()
         alerts += [a for a in out if a["kind"] == "alert"]
         late |= {(d["topic"], d["partition"], d["offset"]) for d in out
                  if d["kind"] == "dead_letter" and d["reason"] == "late"}

@@ -2,7 +2,9 @@
 micro-batch and, now and then, a snapshot.
 
 `<checkpoint>/engine/changes-<batch>` holds what batch <batch> changed, written before its
-outputs are committed; `snapshot-<batch>` the whole state after <batch>. State after batch N
+outputs are committed; `snapshot-<batch>` the whole state after <batch>. With the rules split
+over several engines (`fraud.shards`), shard 0 keeps `engine/` and shard i `engine-<i>/`, and
+`engine/shards` records how many there are. State after batch N
 is the newest snapshot at or below N plus the change files above it up to N. A snapshot is
 only taken of a batch Spark has already committed, and older files are pruned only after it
 is written, so a batch Spark replays always finds the state it started from. Files are written
@@ -23,18 +25,44 @@ class StateFilesError(RuntimeError):
     """The engine's state files are inconsistent (a change file is missing)."""
 
 
-def _filesystem(checkpoint: str) -> tuple[pafs.FileSystem, str]:
+SHARDS_FILE = "shards"
+
+
+def folder_of(shard: int) -> str:
+    """The folder of shard `shard`'s files (shard 0: the single engine's folder of old)."""
+    return FOLDER if shard == 0 else f"{FOLDER}-{shard}"
+
+
+def _filesystem(checkpoint: str, folder: str) -> tuple[pafs.FileSystem, str]:
     location = checkpoint if "://" in checkpoint else "file://" + os.path.abspath(checkpoint)
     filesystem, path = pafs.FileSystem.from_uri(location)
-    return filesystem, f"{path.rstrip('/')}/{FOLDER}"
+    return filesystem, f"{path.rstrip('/')}/{folder}"
 
 
 class EngineStateFiles:
-    """Change files and snapshots of one query's engine."""
+    """Change files and snapshots of one engine (one shard) of a query."""
 
-    def __init__(self, checkpoint: str) -> None:
-        self.filesystem, self.folder = _filesystem(checkpoint)
+    def __init__(self, checkpoint: str, shard: int = 0) -> None:
+        self.filesystem, self.folder = _filesystem(checkpoint, folder_of(shard))
         self.filesystem.create_dir(self.folder, recursive=True)
+
+    def pin_shards(self, shards: int) -> None:
+        """Record the number of shards in a new checkpoint; fail on one split differently,
+        whose rules and windows live in the other shards' files (shard 0's files call)."""
+        path = f"{self.folder}/{SHARDS_FILE}"
+        if self.filesystem.get_file_info(path).type == pafs.FileType.NotFound:
+            recorded = 1 if self._batches(CHANGES) or self._batches(SNAPSHOT) else None
+            if recorded is None:
+                self._write(SHARDS_FILE, str(shards).encode())
+                return
+        else:
+            recorded = int(self._read(SHARDS_FILE).decode())
+        if recorded != shards:
+            raise StateFilesError(
+                f"the engine state under {self.folder} is split over {recorded} shard(s) but "
+                f"fraud.shards is {shards}: set fraud.shards to {recorded}, or delete the "
+                "job's checkpoint to start it afresh with the new split"
+            )
 
     @property
     def local_folder(self) -> str | None:

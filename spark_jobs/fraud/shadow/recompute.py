@@ -43,7 +43,7 @@ from spark_jobs.fraud.core.output_rows import (
 )
 from spark_jobs.fraud.core.rules import Rule, RuleError, parse_rule
 from spark_jobs.fraud.core.windows import window_loader
-from spark_jobs.fraud.jobs.fraud_driver import DRIVER_SHARD, InputRow
+from spark_jobs.fraud.jobs.engine_host import DRIVER_SHARD, InputRow
 from spark_jobs.fraud.shadow.certainty import Certainty
 from spark_jobs.fraud.shadow.watermark import watermark_bounds
 from spark_jobs.settings import FraudSettings

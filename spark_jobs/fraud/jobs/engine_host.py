@@ -1,0 +1,185 @@
+"""One engine of `fraud.state: driver` with its durable state: the rules of one shard.
+
+The driver splits the rules over `fraud.shards` engines (fraud.core.rule_routing), each held
+by an EngineHost: shard 0 in the driver's own process, the others in processes of their own
+(engine_process.py), so that evaluation uses every core of the driver's machine. Every host
+sees every transaction of the batch and applies, in arrival order, the rules messages its
+shard owns. Its state is kept in memory from batch to batch and made durable in the query's
+checkpoint: the batch's changes in one file per batch, written before the batch's outputs are
+committed, and a snapshot every `fraud.snapshot_every` committed batches, taken in a forked
+child (engine_state_files, background_snapshots). A restarted job rebuilds each host's state
+after the last committed batch and Spark replays the next one.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import pyarrow as pa
+
+from spark_jobs.fraud.core.changelog import LoggedStore
+from spark_jobs.fraud.core.engine import FraudEngine
+from spark_jobs.fraud.core.output_rows import (
+    ARROW_OUTPUT_SCHEMA,
+    KIND_RULE,
+    arrival_order,
+    output_fields,
+)
+from spark_jobs.fraud.core.rule_routing import for_shard
+from spark_jobs.fraud.jobs.alerts_sink import alert_key, refused_row
+from spark_jobs.fraud.jobs.background_snapshots import BackgroundSnapshots
+from spark_jobs.fraud.jobs.engine_state_files import EngineStateFiles
+from spark_jobs.fraud.jobs.publishing import RefusingPublisher
+from spark_jobs.fraud.processors.resident import raise_young_threshold
+from spark_jobs.fraud.processors.shard_processor import apply_message
+from spark_jobs.settings import Settings
+from spark_jobs.streaming.event_time import FUTURE_COLUMN
+
+DRIVER_SHARD = 0  # the shard of a single engine (the shadow recomputation's)
+
+
+class InputRow(NamedTuple):
+    kind: str
+    value: bytes | None
+    kafka_topic: str
+    kafka_partition: int
+    kafka_offset: int
+    kafka_timestamp: int
+    kafka_key: str | None
+    future_by_ms: int | None = None  # FUTURE_COLUMN: how far ahead of its Kafka time
+
+
+assert InputRow._fields[-1] == FUTURE_COLUMN
+
+
+def input_rows_of(table: pa.Table) -> list[InputRow]:
+    """A batch's rows in arrival order (a table without FUTURE_COLUMN: none from the future)."""
+    absent = [None] * table.num_rows
+    columns = (table[name].to_pylist() if name in table.column_names else absent
+               for name in InputRow._fields)
+    return sorted((InputRow(*r) for r in zip(*columns, strict=True)), key=arrival_order)
+
+
+@dataclass(frozen=True)
+class HostSpec:
+    """What a host needs to know (plain data: it is sent to a host's own process)."""
+
+    checkpoint: str
+    shard: int
+    shards: int
+    alert_on_late_events: bool
+    bucket_ms: int
+    late_retention_ms: int
+    max_message_bytes: int
+    snapshot_every: int
+
+    @classmethod
+    def of(cls, settings: Settings, checkpoint: str, shard: int) -> HostSpec:
+        fraud = settings.fraud
+        return cls(checkpoint, shard, fraud.shards, fraud.alert_on_late_events, fraud.bucket_ms,
+                   fraud.late_retention_ms, settings.jobs.max_message_bytes,
+                   fraud.snapshot_every)
+
+
+def evaluate_batch(engine: FraudEngine, table: pa.Table, watermark: int,
+                   cleanup_at: int | None = None, *, shard: int = 0, shards: int = 1,
+                   alerts: RefusingPublisher | None = None, now_ms: int | None = None,
+                   max_message_bytes: int | None = None) -> tuple[pa.Table, int | None]:
+    """Apply the batch's rows in arrival order (the rules messages shard `shard` of `shards`
+    owns, every transaction), run the clean-up when its timer (`cleanup_at`) would fire, and
+    return the outputs in the sharded path's row shape with the next clean-up time. Alerts
+    also go to `alerts` the moment they are found, not after the whole batch."""
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    limit = engine.max_message_bytes if max_message_bytes is None else max_message_bytes
+    found: list[dict[str, Any]] = []
+    for row in input_rows_of(table):
+        if shards > 1 and row.kind == KIND_RULE and not for_shard(row.value, shard, shards,
+                                                                   limit):
+            continue
+        for output in apply_message(engine, row, watermark, now_ms):
+            found.append(output_fields(shard, output, row))
+            if alerts is not None and output.kind == "alert":
+                publish_found(alerts, found, len(found) - 1)
+    if cleanup_at is not None and watermark >= cleanup_at:
+        engine.cleanup(watermark)
+    outputs = pa.Table.from_pylist(found, schema=ARROW_OUTPUT_SCHEMA)
+    return outputs, engine.next_cleanup_ms(watermark)
+
+
+def publish_found(alerts: RefusingPublisher, rows: list[dict[str, Any]], index: int) -> None:
+    """Send the alert row `rows[index]`; a refused one becomes its `error` dead letter."""
+    row = rows[index]
+    error = alerts.send(alert_key(row["rule_id"], row["transaction_id"]), row["value"],
+                        (row["topic"], row["partition"], row["offset"], row["rule_id"]))
+    if error is not None:
+        rows[index] = refused_row(row, alerts.topic, error)
+
+
+class EngineHost:
+    """One shard's engine in this process, and its state files."""
+
+    def __init__(self, spec: HostSpec) -> None:
+        self.spec = spec
+        self.files = EngineStateFiles(spec.checkpoint, spec.shard)
+        if spec.shard == 0:
+            self.files.pin_shards(spec.shards)
+        self.snapshots = BackgroundSnapshots(self.files)
+        self.engine: FraudEngine | None = None
+        self.store: LoggedStore | None = None
+        self.applied: int | None = None  # the batch the in-memory state is the state after
+        self._snapshot_of = -1
+        self._cleanup_at: int | None = None
+        self._changes = b""  # the last evaluated batch's, persisted just before its commit
+
+    def restore(self, batch_id: int) -> None:
+        """Make the state the state after `batch_id` (-1: empty): kept in memory from batch
+        to batch, rebuilt from the files after a restart or a replay."""
+        if self.applied == batch_id and self.engine is not None:
+            return
+        snapshot, changes, base = self.files.state_after(batch_id)
+        store = LoggedStore.restore(snapshot)
+        for change in changes:
+            store.apply_changes(change)
+        spec = self.spec
+        raise_young_threshold()
+        self.store = store
+        self.engine = FraudEngine(store, spec.alert_on_late_events, spec.bucket_ms,
+                                  late_retention_ms=spec.late_retention_ms,
+                                  max_message_bytes=spec.max_message_bytes)
+        self.applied, self._snapshot_of = batch_id, -1 if base is None else base
+        self._cleanup_at = None
+
+    def maybe_snapshot(self, committed: int) -> None:
+        """Replace the change files up to `committed` (a batch Spark has committed) by a
+        snapshot, every `fraud.snapshot_every` batches, written in the background."""
+        snapshots = self.snapshots
+        if snapshots.poll() is not None or snapshots.in_flight is not None:
+            return
+        if committed - self._snapshot_of >= self.spec.snapshot_every:
+            assert self.store is not None
+            snapshots.start(committed, self.store.snapshot)
+            self._snapshot_of = committed  # a failed one is retried snapshot_every later
+
+    def evaluate(self, batch_id: int, table: pa.Table, watermark: int, now_ms: int,
+                 alerts: RefusingPublisher | None = None) -> pa.Table:
+        """The batch through the state after batch_id - 1; its changes are kept for
+        write_changes, and memory is ahead of the files until then."""
+        self.restore(batch_id - 1)
+        assert self.engine is not None and self.store is not None
+        outputs, self._cleanup_at = evaluate_batch(
+            self.engine, table, watermark, self._cleanup_at, shard=self.spec.shard,
+            shards=self.spec.shards, alerts=alerts, now_ms=now_ms)
+        self._changes = self.store.take_changes()
+        self.applied = None
+        return outputs
+
+    def write_changes(self, batch_id: int) -> None:
+        """Persist the evaluated batch's changes: the state after batch_id is durable."""
+        self.files.write_changes(batch_id, self._changes)
+        self.applied = batch_id
+
+    def close(self) -> None:
+        """Let a snapshot in flight finish (and publish it)."""
+        self.snapshots.close()

@@ -1,0 +1,120 @@
+"""An EngineHost in a process of its own, driven over a socket by the driver's sink.
+
+The driver's Python runs one core; with the rules split over shards, every shard but the
+first runs here, in parallel with the driver's own. The process is started by the sink with
+the driver's interpreter (`python -m spark_jobs.fraud.jobs.engine_process <fd>`; no fork of a
+process that holds a JVM gateway and Kafka clients), receives plain calls (restore, evaluate,
+write_changes, maybe_snapshot, close) as pickles and answers each with its result or the
+error's text. It exits when told to, or when the driver's end of the socket closes: a killed
+driver leaves no engine process behind.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import traceback
+from multiprocessing.connection import Connection
+from typing import Any
+
+from spark_jobs.fraud.jobs.engine_host import EngineHost, HostSpec
+from spark_jobs.fraud.processors.resident import settle_garbage_collector
+
+CALLS = frozenset({"restore", "evaluate", "write_changes", "maybe_snapshot"})
+STOP_TIMEOUT_S = 130.0  # a snapshot in flight gets 120 s to finish (BackgroundSnapshots.close)
+
+
+class EngineProcessError(RuntimeError):
+    """A shard's engine process failed a call, or died."""
+
+
+class EngineProcess:
+    """The driver's handle on one shard's engine process: `begin` a call, `end` it later, so
+    that the driver works on its own shard meanwhile."""
+
+    def __init__(self, spec: HostSpec) -> None:
+        self.spec = spec
+        ours, theirs = socket.socketpair()
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", __name__, str(theirs.fileno())],
+            pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL)
+        theirs.close()
+        self._connection = Connection(ours.detach())
+        self._pending: str | None = None
+        self._connection.send(spec)
+
+    def begin(self, method: str, *args: Any) -> None:
+        if self._pending is not None:
+            raise EngineProcessError(f"shard {self.spec.shard}: {self._pending} still running")
+        self._pending = method
+        self._send((method, args))
+
+    def end(self, timeout_s: float | None = None) -> Any:
+        method, self._pending = self._pending, None
+        if timeout_s is not None and not self._connection.poll(timeout_s):
+            raise EngineProcessError(f"shard {self.spec.shard}: no answer to {method} in "
+                                     f"{timeout_s:.0f} s")
+        try:
+            ok, result = self._connection.recv()
+        except (EOFError, OSError) as exc:
+            raise EngineProcessError(
+                f"shard {self.spec.shard}'s engine process died during {method} (exit code "
+                f"{self._process.poll()})") from exc
+        if not ok:
+            raise EngineProcessError(f"shard {self.spec.shard}, {method}: {result}")
+        return result
+
+    def call(self, method: str, *args: Any) -> Any:
+        self.begin(method, *args)
+        return self.end()
+
+    def _send(self, message: Any) -> None:
+        try:
+            self._connection.send(message)
+        except OSError as exc:
+            raise EngineProcessError(f"shard {self.spec.shard}'s engine process is gone "
+                                     f"(exit code {self._process.poll()})") from exc
+
+    def close(self) -> None:
+        """Stop the process (after a snapshot in flight); kill it if it does not stop."""
+        if self._process.poll() is None:
+            try:
+                self._pending = None
+                self.call("close")
+            except EngineProcessError:
+                pass
+            try:
+                self._process.wait(STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+        self._connection.close()
+
+
+def serve(connection: Connection) -> None:
+    """The engine process's loop: one call at a time, until `close` or the driver is gone."""
+    host = EngineHost(connection.recv())
+    while True:
+        try:
+            method, args = connection.recv()
+        except EOFError:
+            host.close()
+            return
+        try:
+            if method == "close":
+                host.close()
+                connection.send((True, None))
+                return
+            if method not in CALLS:
+                raise ValueError(f"not a call of an engine host: {method!r}")
+            result = getattr(host, method)(*args)
+            connection.send((True, result))
+            if method == "evaluate":
+                settle_garbage_collector(args[0])
+        except Exception:
+            connection.send((False, traceback.format_exc(limit=8)))
+
+
+if __name__ == "__main__":
+    serve(Connection(int(sys.argv[1])))

@@ -1,0 +1,180 @@
+"""The driver's rules split over several engines (fraud.shards): each rule owned by one shard,
+the same outputs as one engine, state files pinned to the split, engine processes that answer
+and leave nothing behind."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from spark_jobs.contracts.topics import TOPIC_RULES, TOPIC_TRANSACTIONS
+from spark_jobs.fraud.core.engine import FraudEngine, MemoryStore
+from spark_jobs.fraud.core.output_rows import KIND_RULE, KIND_TRANSACTION
+from spark_jobs.fraud.core.rule_routing import EVERY_SHARD, owner_shard
+from spark_jobs.fraud.jobs.engine_host import EngineHost, HostSpec, InputRow, evaluate_batch
+from spark_jobs.fraud.jobs.engine_process import EngineProcess, EngineProcessError
+from spark_jobs.fraud.jobs.engine_state_files import EngineStateFiles, StateFilesError
+
+
+def _rule(rule_id: Any, **extra: Any) -> bytes:
+    return json.dumps({"ruleId": rule_id, "ruleState": "ACTIVE",
+                       "groupingKeyNames": ["payeeId"], "aggregateFieldName": "paymentAmount",
+                       "aggregatorFunctionType": "SUM", "limitOperatorType": ">", "limit": 50,
+                       "windowMinutes": 5, **extra}).encode()
+
+
+@pytest.mark.parametrize(("message", "owner"), [
+    (_rule(7), 1),
+    (_rule(8), 2),
+    (json.dumps({"ruleId": 4, "ruleState": "DELETE"}).encode(), 1),
+    (json.dumps({"ruleState": "CONTROL", "controlType": "EXPORT_RULES_CURRENT"}).encode(),
+     EVERY_SHARD),
+    (json.dumps({"ruleId": 5, "ruleState": "CONTROL", "controlType": "DELETE_RULES_ALL"})
+     .encode(), EVERY_SHARD),
+    (_rule("7"), EVERY_SHARD),  # the engine rejects it: every shard says so, the sink once
+    (_rule(True), EVERY_SHARD),
+    (_rule(7.0), EVERY_SHARD),
+    (b"{not json", EVERY_SHARD),
+    (None, EVERY_SHARD),
+])
+def test_a_rule_belongs_to_one_shard_and_the_rest_to_every_shard(message, owner):
+    assert owner_shard(message, 3) == owner
+    assert owner_shard(message, 1) == 0
+
+
+def _traffic(seed: int) -> list[list[tuple[str, int, bytes]]]:
+    """Random batches: rules added, changed, deleted, exported and cleared, invalid rules, and
+    transactions (some redelivered, some malformed) over a few payees and beneficiaries."""
+    rng = random.Random(seed)
+    batches, clock, tid = [], 1_000_000, 0
+    for _ in range(12):
+        batch = []
+        for _ in range(rng.randint(5, 40)):
+            clock += rng.randint(0, 3_000)
+            roll = rng.random()
+            if roll < 0.08:
+                message = _rule(rng.randint(1, 6), groupingKeyNames=rng.choice(
+                    [["payeeId"], ["beneficiaryId"], ["payeeId", "beneficiaryId"]]),
+                    limit=rng.randint(1, 200), aggregatorFunctionType=rng.choice(
+                        ["SUM", "MAX", "MIN", "AVG"]), windowMinutes=rng.randint(1, 3))
+                batch.append((KIND_RULE, clock, message))
+            elif roll < 0.10:
+                batch.append((KIND_RULE, clock, rng.choice([
+                    json.dumps({"ruleId": rng.randint(1, 6), "ruleState": "DELETE"}).encode(),
+                    json.dumps({"ruleState": "CONTROL",
+                                "controlType": "EXPORT_RULES_CURRENT"}).encode(),
+                    json.dumps({"ruleState": "CONTROL",
+                                "controlType": "CLEAR_STATE_ALL"}).encode(),
+                    _rule("x"), b"[1, 2"])))
+            else:
+                tid += 1
+                if rng.random() < 0.03:
+                    batch.append((KIND_TRANSACTION, clock, b'{"transactionId": '))
+                    continue
+                redelivered = rng.random() < 0.05 and tid > 1
+                batch.append((KIND_TRANSACTION, clock, json.dumps({
+                    "transactionId": rng.randint(1, tid - 1) if redelivered else tid,
+                    "eventTime": clock - rng.randint(0, 2_000), "payeeId": rng.randint(1, 4),
+                    "beneficiaryId": rng.randint(1, 3), "paymentAmount": rng.randint(1, 90),
+                    "paymentType": "CSH"}).encode()))
+        batches.append(batch)
+    return batches
+
+
+def _table(rows: list[tuple[str, int, bytes]], first_offset: int) -> pa.Table:
+    made = [InputRow(kind, value, TOPIC_RULES if kind == KIND_RULE else TOPIC_TRANSACTIONS, 0,
+                     first_offset + i, at, None) for i, (kind, at, value) in enumerate(rows)]
+    return pa.table({name: [getattr(r, name) for r in made] for name in InputRow._fields})
+
+
+def _outputs(shards: int, seed: int) -> Counter[tuple[Any, ...]]:
+    """Every shard's outputs over the traffic, as the sink keeps them: alerts and exported
+    rules of every shard, a message's other outputs once (the sink's _first_per_source)."""
+    engines = [FraudEngine(MemoryStore(pickled=True)) for _ in range(shards)]
+    cleanups: list[int | None] = [None] * shards
+    kept: Counter[tuple[Any, ...]] = Counter()
+    offset = 0
+    for number, rows in enumerate(_traffic(seed)):
+        table = _table(rows, offset)
+        offset += len(rows)
+        watermark = 1_000_000 + number * 8_000
+        once: set[tuple[Any, ...]] = set()
+        for shard, engine in enumerate(engines):
+            out, cleanups[shard] = evaluate_batch(engine, table, watermark, cleanups[shard],
+                                                  shard=shard, shards=shards, now_ms=0)
+            for row in out.to_pylist():
+                what = (row["kind"], row["offset"], row["rule_id"], row["transaction_id"],
+                        row["aggregate"], row["value"] if row["kind"] != "alert" else None)
+                if row["kind"] in ("alert", "current_rule"):
+                    kept[what] += 1
+                elif what not in once:
+                    once.add(what)
+                    kept[what] += 1
+    return kept
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_rules_split_over_shards_give_one_engines_outputs(seed):
+    one = _outputs(1, seed)
+    assert sum(1 for kind, *_ in one if kind == "alert") > 0
+    assert _outputs(2, seed) == one
+    assert _outputs(3, seed) == one
+
+
+def test_the_state_files_hold_the_split_they_were_made_with(tmp_path):
+    fresh = EngineStateFiles(str(tmp_path / "a"))
+    fresh.pin_shards(2)
+    fresh.pin_shards(2)  # the same split again: fine
+    with pytest.raises(StateFilesError, match=r"split over 2 shard.*set fraud\.shards to 2"):
+        EngineStateFiles(str(tmp_path / "a")).pin_shards(3)
+
+    single = EngineStateFiles(str(tmp_path / "b"))  # a single engine's files, from before
+    single.write_changes(0, b"")
+    single.pin_shards(1)
+    with pytest.raises(StateFilesError, match="split over 1 shard"):
+        single.pin_shards(2)
+    assert EngineStateFiles(str(tmp_path / "b"), 1).folder.endswith("/engine-1")
+
+
+def _spec(checkpoint: str, shard: int, shards: int) -> HostSpec:
+    return HostSpec(checkpoint, shard, shards, False, 0, 3_600_000, 1_000_000, 500)
+
+
+def test_an_engine_process_evaluates_persists_and_stops(tmp_path):
+    checkpoint = str(tmp_path / "checkpoint")
+    traffic = _traffic(3)
+    tables, offset = [], 0
+    for rows in traffic:
+        tables.append(_table(rows, offset))
+        offset += len(rows)
+    EngineHost(_spec(checkpoint, 0, 2))  # shard 0 pins the split
+    process = EngineProcess(_spec(checkpoint, 1, 2))
+    try:
+        process.call("restore", -1)
+        remote = []
+        for batch_id, table in enumerate(tables):
+            remote.append(process.call("evaluate", batch_id, table, 1_000_000, 0))
+            process.call("write_changes", batch_id)
+        with pytest.raises(EngineProcessError, match="not a call of an engine host"):
+            process.call("files")
+    finally:
+        process.close()
+    assert process._process.returncode == 0
+
+    # the same shard in this process: each batch from the state the process's files rebuild
+    local = EngineHost(_spec(checkpoint, 1, 2))
+    again = [local.evaluate(batch_id, table, 1_000_000, 0)
+             for batch_id, table in enumerate(tables)]
+    assert [t.to_pylist() for t in remote] == [t.to_pylist() for t in again]
+    assert any(row["kind"] == "alert" for t in remote for row in t.to_pylist())
+
+
+def test_an_engine_process_ends_with_its_driver_connection(tmp_path):
+    process = EngineProcess(_spec(str(tmp_path / "c"), 1, 2))
+    process._connection.close()  # as a killed driver's end of the socket closes
+    assert process._process.wait(30) == 0
