@@ -61,6 +61,12 @@ class FraudDriverSink(FraudAlertsSink):
             self._others = [EngineProcess(spec) for spec in specs[1:]]
         return self._local
 
+    def warm(self) -> None:
+        """Also start the other shards' processes, so that their start-up overlaps the
+        query's (and a checkpoint split differently fails at start)."""
+        super().warm()
+        _ = self.local
+
     def _on_every_shard(self, method: str, *args: object) -> None:
         """The same call on every engine, the other processes working while this one does."""
         for other in self._others:
