@@ -16,9 +16,11 @@ from spark_jobs.contracts.topics import TOPIC_RULES, TOPIC_TRANSACTIONS
 from spark_jobs.fraud.core.engine import FraudEngine, MemoryStore
 from spark_jobs.fraud.core.output_rows import KIND_RULE, KIND_TRANSACTION
 from spark_jobs.fraud.core.rule_routing import EVERY_SHARD, owner_shard
+from spark_jobs.fraud.jobs.alerts_sink import NAME
 from spark_jobs.fraud.jobs.engine_host import EngineHost, HostSpec, InputRow, evaluate_batch
 from spark_jobs.fraud.jobs.engine_process import EngineProcess, EngineProcessError
 from spark_jobs.fraud.jobs.engine_state_files import EngineStateFiles, StateFilesError
+from spark_jobs.fraud.jobs.fraud_driver import FraudDriverSink
 
 
 def _rule(rule_id: Any, **extra: Any) -> bytes:
@@ -178,3 +180,15 @@ def test_an_engine_process_ends_with_its_driver_connection(tmp_path):
     process = EngineProcess(_spec(str(tmp_path / "c"), 1, 2))
     process._connection.close()  # as a killed driver's end of the socket closes
     assert process._process.wait(30) == 0
+
+
+def test_a_job_on_a_checkpoint_split_otherwise_fails_at_start(make_settings):
+    settings = make_settings(fraud={"shards": 3})
+    EngineStateFiles(settings.lake.checkpoint(NAME)).pin_shards(2)  # an earlier run's split
+    sink = FraudDriverSink(settings)
+    try:
+        with pytest.raises(StateFilesError, match=r"set fraud\.shards to 2"):
+            sink.warm()  # the runner warms the sink before the query starts
+        assert sink._others == []  # no engine process was left behind
+    finally:
+        sink.close()
