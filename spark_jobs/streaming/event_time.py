@@ -21,9 +21,11 @@ from pyspark.sql import functions as F
 
 from spark_jobs.config.durations import format_duration_ms
 from spark_jobs.contracts.records import MAX_TIME_MS
+from spark_jobs.streaming.future_rows import FUTURE_COLUMN, future_detail
+
+__all__ = ["FUTURE_COLUMN", "future_by_ms", "future_detail", "with_event_time"]
 
 _WATERMARK_COLUMN = "_event_time"
-FUTURE_COLUMN = "future_by_ms"  # how far a record's event time is ahead of its Kafka time
 
 
 def future_by_ms(ts: Column, kafka_timestamp: Column, max_clock_skew_ms: int) -> Column:
@@ -31,12 +33,6 @@ def future_by_ms(ts: Column, kafka_timestamp: Column, max_clock_skew_ms: int) ->
     null (also when either time is unknown)."""
     ahead = ts - kafka_timestamp
     return F.when(ahead > F.lit(max_clock_skew_ms), ahead)
-
-
-def future_detail(ahead_ms: int) -> str:
-    """The dead-letter detail of a record from the future."""
-    return (f"event time is {format_duration_ms(ahead_ms)} ahead of its Kafka timestamp "
-            f"(more than jobs.max_clock_skew)")
 
 
 def with_event_time(df: DataFrame, ts_ms: str | Column, lateness_ms: int, *,

@@ -12,11 +12,14 @@ tests call the engine through here.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
-from spark_jobs.contracts.reasons import ERROR
+from spark_jobs.contracts.reasons import ERROR, FUTURE
 from spark_jobs.fraud.core.engine import FraudEngine
 from spark_jobs.fraud.core.keys import lenient_text
+from spark_jobs.fraud.core.output_rows import KIND_RULE
 from spark_jobs.fraud.core.outputs import Output, dead_letter
+from spark_jobs.streaming.future_rows import future_detail
 
 
 def isolated(engine: FraudEngine, raw: bytes | str | None, step: Callable[[], list[Output]]
@@ -40,3 +43,14 @@ def apply_transaction(engine: FraudEngine, raw: bytes | str | None, watermark_ms
                       now_ms: int) -> list[Output]:
     """engine.on_transaction, isolated."""
     return isolated(engine, raw, lambda: engine.on_transaction(raw, watermark_ms, now_ms))
+
+
+def apply_message(engine: FraudEngine, row: Any, watermark_ms: int, now_ms: int
+                  ) -> list[Output]:
+    """One input row's outputs (a row with kind, value, kafka_timestamp and future_by_ms), in
+    both state modes: a transaction from the future never reaches the engine."""
+    if row.kind == KIND_RULE:
+        return apply_rule(engine, row.value, row.kafka_timestamp, watermark_ms)
+    if row.future_by_ms is not None:
+        return [dead_letter(FUTURE, lenient_text(row.value), future_detail(row.future_by_ms))]
+    return apply_transaction(engine, row.value, watermark_ms, now_ms)

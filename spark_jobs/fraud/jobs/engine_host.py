@@ -14,13 +14,15 @@ after the last committed batch and Spark replays the next one.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pyarrow as pa
 
 from spark_jobs.fraud.core.changelog import LoggedStore
 from spark_jobs.fraud.core.engine import FraudEngine
+from spark_jobs.fraud.core.isolation import apply_message
 from spark_jobs.fraud.core.output_rows import (
     ARROW_OUTPUT_SCHEMA,
     KIND_RULE,
@@ -28,14 +30,17 @@ from spark_jobs.fraud.core.output_rows import (
     output_fields,
 )
 from spark_jobs.fraud.core.rule_routing import for_shard
-from spark_jobs.fraud.jobs.alerts_sink import alert_key, refused_row
 from spark_jobs.fraud.jobs.background_snapshots import BackgroundSnapshots
 from spark_jobs.fraud.jobs.engine_state_files import EngineStateFiles
-from spark_jobs.fraud.jobs.publishing import RefusingPublisher
 from spark_jobs.fraud.processors.resident import raise_young_threshold
-from spark_jobs.fraud.processors.shard_processor import apply_message
-from spark_jobs.settings import Settings
-from spark_jobs.streaming.event_time import FUTURE_COLUMN
+from spark_jobs.streaming.future_rows import FUTURE_COLUMN
+
+if TYPE_CHECKING:  # an engine process imports no more than evaluation needs (start-up)
+    from spark_jobs.settings import Settings
+
+# Called with the batch's output rows so far and the index of an alert just found: the driver
+# publishes it at once (and may turn the row into a dead letter if the topic refuses it).
+OnAlert = Callable[[list[dict[str, Any]], int], None]
 
 DRIVER_SHARD = 0  # the shard of a single engine (the shadow recomputation's)
 
@@ -85,12 +90,12 @@ class HostSpec:
 
 def evaluate_batch(engine: FraudEngine, table: pa.Table, watermark: int,
                    cleanup_at: int | None = None, *, shard: int = 0, shards: int = 1,
-                   alerts: RefusingPublisher | None = None, now_ms: int | None = None,
+                   on_alert: OnAlert | None = None, now_ms: int | None = None,
                    max_message_bytes: int | None = None) -> tuple[pa.Table, int | None]:
     """Apply the batch's rows in arrival order (the rules messages shard `shard` of `shards`
     owns, every transaction), run the clean-up when its timer (`cleanup_at`) would fire, and
-    return the outputs in the sharded path's row shape with the next clean-up time. Alerts
-    also go to `alerts` the moment they are found, not after the whole batch."""
+    return the outputs in the sharded path's row shape with the next clean-up time. Each
+    alert also goes to `on_alert` the moment it is found, not after the whole batch."""
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     limit = engine.max_message_bytes if max_message_bytes is None else max_message_bytes
     found: list[dict[str, Any]] = []
@@ -100,21 +105,12 @@ def evaluate_batch(engine: FraudEngine, table: pa.Table, watermark: int,
             continue
         for output in apply_message(engine, row, watermark, now_ms):
             found.append(output_fields(shard, output, row))
-            if alerts is not None and output.kind == "alert":
-                publish_found(alerts, found, len(found) - 1)
+            if on_alert is not None and output.kind == "alert":
+                on_alert(found, len(found) - 1)
     if cleanup_at is not None and watermark >= cleanup_at:
         engine.cleanup(watermark)
     outputs = pa.Table.from_pylist(found, schema=ARROW_OUTPUT_SCHEMA)
     return outputs, engine.next_cleanup_ms(watermark)
-
-
-def publish_found(alerts: RefusingPublisher, rows: list[dict[str, Any]], index: int) -> None:
-    """Send the alert row `rows[index]`; a refused one becomes its `error` dead letter."""
-    row = rows[index]
-    error = alerts.send(alert_key(row["rule_id"], row["transaction_id"]), row["value"],
-                        (row["topic"], row["partition"], row["offset"], row["rule_id"]))
-    if error is not None:
-        rows[index] = refused_row(row, alerts.topic, error)
 
 
 class EngineHost:
@@ -163,14 +159,14 @@ class EngineHost:
             self._snapshot_of = committed  # a failed one is retried snapshot_every later
 
     def evaluate(self, batch_id: int, table: pa.Table, watermark: int, now_ms: int,
-                 alerts: RefusingPublisher | None = None) -> pa.Table:
+                 on_alert: OnAlert | None = None) -> pa.Table:
         """The batch through the state after batch_id - 1; its changes are kept for
         write_changes, and memory is ahead of the files until then."""
         self.restore(batch_id - 1)
         assert self.engine is not None and self.store is not None
         outputs, self._cleanup_at = evaluate_batch(
             self.engine, table, watermark, self._cleanup_at, shard=self.spec.shard,
-            shards=self.spec.shards, alerts=alerts, now_ms=now_ms)
+            shards=self.spec.shards, on_alert=on_alert, now_ms=now_ms)
         self._changes = self.store.take_changes()
         self.applied = None
         return outputs

@@ -23,13 +23,15 @@ isolated (fraud.core.isolation), and an alert the topic refuses becomes a dead l
 from __future__ import annotations
 
 import time
+from functools import partial
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
 from spark_jobs.contracts.topics import TOPIC_FRAUD_ALERTS
-from spark_jobs.fraud.jobs.alerts_sink import NAME, FraudAlertsSink
-from spark_jobs.fraud.jobs.engine_host import EngineHost, HostSpec, publish_found
+from spark_jobs.fraud.jobs.alerts_sink import NAME, FraudAlertsSink, alert_key, refused_row
+from spark_jobs.fraud.jobs.engine_host import EngineHost, HostSpec
 from spark_jobs.fraud.jobs.engine_process import EngineProcess
 from spark_jobs.fraud.jobs.publishing import RefusingPublisher
 from spark_jobs.fraud.processors.resident import settle_garbage_collector
@@ -95,7 +97,7 @@ class FraudDriverSink(FraudAlertsSink):
         alerts = RefusingPublisher(self.outputs.producer, TOPIC_FRAUD_ALERTS, self.fence, key_only)
         for other in self._others:
             other.begin("evaluate", batch_id, table, watermark, now_ms)
-        parts = [local.evaluate(batch_id, table, watermark, now_ms, alerts)]
+        parts = [local.evaluate(batch_id, table, watermark, now_ms, partial(publish_found, alerts))]
         for other in self._others:
             parts.append(_published(other.end(), alerts))
         outputs = pa.concat_tables(parts)
@@ -123,6 +125,15 @@ class FraudDriverSink(FraudAlertsSink):
         if self._local is not None:
             self._local.close()
         super().close()
+
+
+def publish_found(alerts: RefusingPublisher, rows: list[dict[str, Any]], index: int) -> None:
+    """Send the alert row `rows[index]`; a refused one becomes its `error` dead letter."""
+    row = rows[index]
+    error = alerts.send(alert_key(row["rule_id"], row["transaction_id"]), row["value"],
+                        (row["topic"], row["partition"], row["offset"], row["rule_id"]))
+    if error is not None:
+        rows[index] = refused_row(row, alerts.topic, error)
 
 
 def _published(outputs: pa.Table, alerts: RefusingPublisher) -> pa.Table:

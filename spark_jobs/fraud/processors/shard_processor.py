@@ -32,21 +32,17 @@ from pyspark.sql.streaming.stateful_processor import (
 )
 
 from spark_jobs.contracts.json_gate import DEFAULT_MAX_MESSAGE_BYTES
-from spark_jobs.contracts.reasons import FUTURE
 from spark_jobs.fraud.core.engine import FraudEngine, Output
-from spark_jobs.fraud.core.isolation import apply_rule, apply_transaction
-from spark_jobs.fraud.core.keys import lenient_text
+from spark_jobs.fraud.core.isolation import apply_message
 from spark_jobs.fraud.core.output_rows import (
     ARROW_OUTPUT_SCHEMA,
-    KIND_RULE,
     arrival_order,
     output_fields,
 )
-from spark_jobs.fraud.core.outputs import dead_letter
 from spark_jobs.fraud.processors import resident
 from spark_jobs.fraud.processors.shard_state import EMPTY, Head, ShardState
 from spark_jobs.streaming.bucketed.frames import record_type, to_frame
-from spark_jobs.streaming.event_time import FUTURE_COLUMN, future_detail
+from spark_jobs.streaming.event_time import FUTURE_COLUMN
 from spark_jobs.streaming.processor import keep_one_timer
 
 OUTPUT_SCHEMA = from_arrow_schema(ARROW_OUTPUT_SCHEMA)
@@ -79,16 +75,6 @@ def output_values(shard: int, output: Output, source: Any) -> list[Any]:
     """One output as the values of an OUTPUT_SCHEMA row, in schema order."""
     fields = output_fields(shard, output, source)
     return [fields[name] for name in OUTPUT_NAMES]
-
-
-def apply_message(engine: FraudEngine, row: Any, watermark_ms: int, now_ms: int
-                  ) -> list[Output]:
-    """One message's outputs: a transaction from the future never reaches the engine."""
-    if row.kind == KIND_RULE:
-        return apply_rule(engine, row.value, row.kafka_timestamp, watermark_ms)
-    if row.future_by_ms is not None:
-        return [dead_letter(FUTURE, lenient_text(row.value), future_detail(row.future_by_ms))]
-    return apply_transaction(engine, row.value, watermark_ms, now_ms)
 
 
 class FraudShardProcessor(StatefulProcessor):
