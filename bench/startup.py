@@ -22,6 +22,7 @@ INFO (spark_jobs/streaming/timing.py) and the subprocess's spawn and exit as see
 The recomputation: `python`, `session`, `recompute`, `session_stop`, `exit`.
 
     .venv/bin/python -m bench.startup [--repeats 2] [--jobs filter_events,...,recompute]
+        [--set fraud.shards=1]
         [--label NAME] [--out PATH]
 """
 
@@ -149,12 +150,12 @@ def run_one(name: str, box: Sandbox, config: Path, env: dict[str, str]) -> dict[
             "batches": [batch_summary(b) for b in batches], "load_before": load_before}
 
 
-def run_repeat(jobs: list[str]) -> list[dict[str, Any]]:
+def run_repeat(jobs: list[str], sections: dict[str, Any] = SECTIONS) -> list[dict[str, Any]]:
     """A fresh sandbox and input, then every job in order."""
     from spark_jobs.control.submit import freeze_settings, frozen_environment
 
     with sandbox("startup") as box:
-        settings = bench_settings(box, SECTIONS)
+        settings = bench_settings(box, sections)
         records = load_all(settings)
         print(f"  loaded {records}", file=sys.stderr, flush=True)
         config = freeze_settings(settings, box.root / "settings.yaml")
@@ -194,21 +195,38 @@ def summary(result: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _setting_value(text: str) -> Any:
+    """A --set value as the settings file would hold it: a number, true/false, or text."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--jobs", default=",".join(ORDER))
     parser.add_argument("--label", default="")
     parser.add_argument("--out")
+    parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                        help="a setting of the jobs run (repeatable), e.g. fraud.shards=1")
     args = parser.parse_args(argv)
+    sections = {name: dict(values) for name, values in SECTIONS.items()}
+    for item in args.set:
+        name, _, value = item.partition("=")
+        section, _, key = name.partition(".")
+        if not (section and key and value):
+            parser.error(f"--set wants SECTION.KEY=VALUE, got {item!r}")
+        sections.setdefault(section, {})[key] = _setting_value(value)
     become_subreaper()
     jobs = [j for j in args.jobs.split(",") if j]
     result: dict[str, Any] = {"label": args.label, "machine": machine_info(),
-                              "repeats": args.repeats, "jobs": jobs}
+                              "repeats": args.repeats, "jobs": jobs, "settings": args.set}
     repeats = []
     for k in range(args.repeats):
         print(f"repeat {k + 1}/{args.repeats}", file=sys.stderr, flush=True)
-        repeats.append(run_repeat(jobs))
+        repeats.append(run_repeat(jobs, sections))
     result["runs"] = repeats
     result["median"] = medians(repeats)
     name = f"startup-{args.label}" if args.label else "startup"
