@@ -192,3 +192,30 @@ def test_a_job_on_a_checkpoint_split_otherwise_fails_at_start(make_settings):
         assert sink._others == []  # no engine process was left behind
     finally:
         sink.close()
+
+
+def test_a_failed_evaluation_is_redone_from_the_files(tmp_path):
+    """An evaluation that fails halfway (here: publishing its first alert) has moved memory
+    ahead of the files: the retry of the batch starts again from the files."""
+    tables, offset = [], 0
+    for rows in _traffic(1):
+        tables.append(_table(rows, offset))
+        offset += len(rows)
+    reference = EngineHost(_spec(str(tmp_path / "reference"), 0, 1))
+    expected = []
+    for batch_id, table in enumerate(tables):
+        expected.append(reference.evaluate(batch_id, table, 1_000_000, 0).to_pylist())
+        reference.write_changes(batch_id)
+    alerting = next(i for i, rows in enumerate(expected) if any(
+        row["kind"] == "alert" for row in rows))
+
+    def refuse(rows: list[dict[str, Any]], index: int) -> None:
+        raise RuntimeError("the topic is gone")
+
+    host = EngineHost(_spec(str(tmp_path / "host"), 0, 1))
+    for batch_id, table in enumerate(tables):
+        if batch_id == alerting:
+            with pytest.raises(RuntimeError, match="the topic is gone"):
+                host.evaluate(batch_id, table, 1_000_000, 0, refuse)
+        assert host.evaluate(batch_id, table, 1_000_000, 0).to_pylist() == expected[batch_id]
+        host.write_changes(batch_id)

@@ -164,11 +164,11 @@ class EngineHost:
         write_changes, and memory is ahead of the files until then."""
         self.restore(batch_id - 1)
         assert self.engine is not None and self.store is not None
+        self.applied = None  # ahead of the files from here on, also if evaluation fails
         outputs, self._cleanup_at = evaluate_batch(
             self.engine, table, watermark, self._cleanup_at, shard=self.spec.shard,
             shards=self.spec.shards, on_alert=on_alert, now_ms=now_ms)
         self._changes = self.store.take_changes()
-        self.applied = None
         return outputs
 
     def write_changes(self, batch_id: int) -> None:
