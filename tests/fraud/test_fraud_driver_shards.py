@@ -16,6 +16,7 @@ from spark_jobs.contracts.topics import TOPIC_RULES, TOPIC_TRANSACTIONS
 from spark_jobs.fraud.core.engine import FraudEngine, MemoryStore
 from spark_jobs.fraud.core.output_rows import KIND_RULE, KIND_TRANSACTION
 from spark_jobs.fraud.core.rule_routing import EVERY_SHARD, owner_shard
+from spark_jobs.fraud.jobs import fraud_driver
 from spark_jobs.fraud.jobs.alerts_sink import NAME
 from spark_jobs.fraud.jobs.engine_host import EngineHost, HostSpec, InputRow, evaluate_batch
 from spark_jobs.fraud.jobs.engine_process import EngineProcess, EngineProcessError
@@ -219,3 +220,31 @@ def test_a_failed_evaluation_is_redone_from_the_files(tmp_path):
                 host.evaluate(batch_id, table, 1_000_000, 0, refuse)
         assert host.evaluate(batch_id, table, 1_000_000, 0).to_pylist() == expected[batch_id]
         host.write_changes(batch_id)
+
+
+def test_closing_an_engine_process_reads_an_answer_still_owed(tmp_path):
+    process = EngineProcess(_spec(str(tmp_path / "d"), 1, 2))
+    process.call("restore", -1)
+    process.begin("evaluate", 0, _table(_traffic(2)[0], 0), 1_000_000, 0)
+    process.close()  # as after the driver's own shard failed while this one evaluated
+    assert process._process.returncode == 0
+
+
+def test_engine_processes_start_all_or_none(make_settings, monkeypatch):
+    started: list[EngineProcess] = []
+
+    def second_fails(spec: HostSpec) -> EngineProcess:
+        if started:
+            raise OSError("no more processes")
+        started.append(EngineProcess(spec))
+        return started[-1]
+
+    monkeypatch.setattr(fraud_driver, "EngineProcess", second_fails)
+    sink = FraudDriverSink(make_settings(fraud={"shards": 3}))
+    try:
+        with pytest.raises(OSError, match="no more processes"):
+            sink.warm()
+        assert sink._local is None and sink._others == []
+        assert started[0]._process.returncode == 0  # the one started was stopped
+    finally:
+        sink.close()

@@ -153,6 +153,8 @@ class EngineHost:
         snapshots = self.snapshots
         if snapshots.poll() is not None or snapshots.in_flight is not None:
             return
+        if self.applied != committed:  # memory is not the state after it: nothing to take
+            return
         if committed - self._snapshot_of >= self.spec.snapshot_every:
             assert self.store is not None
             snapshots.start(committed, self.store.snapshot)

@@ -11,6 +11,8 @@ driver leaves no engine process behind.
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import socket
 import subprocess
 import sys
@@ -51,10 +53,12 @@ class EngineProcess:
         self._send((method, args))
 
     def end(self, timeout_s: float | None = None) -> Any:
-        method, self._pending = self._pending, None
+        """The answer to the call begun last (an error answer raised)."""
+        method = self._pending
         if timeout_s is not None and not self._connection.poll(timeout_s):
             raise EngineProcessError(f"shard {self.spec.shard}: no answer to {method} in "
-                                     f"{timeout_s:.0f} s")
+                                     f"{timeout_s:.0f} s")  # still owed: still pending
+        self._pending = None
         try:
             ok, result = self._connection.recv()
         except (EOFError, OSError) as exc:
@@ -77,23 +81,30 @@ class EngineProcess:
                                      f"(exit code {self._process.poll()})") from exc
 
     def close(self) -> None:
-        """Stop the process (after a snapshot in flight); kill it if it does not stop."""
-        if self._process.poll() is None:
-            try:
-                self._pending = None
-                self.call("close")
-            except EngineProcessError:
-                pass
-            try:
+        """Stop the process: an answer still owed is read first, then `close` lets a snapshot
+        in flight finish; a process that does not stop in time is killed."""
+        try:
+            if self._process.poll() is None and self._pending is not None:
+                with contextlib.suppress(EngineProcessError):
+                    self.end(STOP_TIMEOUT_S)
+            if self._process.poll() is None and self._pending is None:
+                self.begin("close")
+                self.end(STOP_TIMEOUT_S)
                 self._process.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
+        except (EngineProcessError, subprocess.TimeoutExpired):
+            pass
+        finally:
+            if self._process.poll() is None:
                 self._process.kill()
-                self._process.wait()
-        self._connection.close()
+            self._process.wait()
+            self._connection.close()
 
 
 def serve(connection: Connection) -> None:
-    """The engine process's loop: one call at a time, until `close` or the driver is gone."""
+    """The engine process's loop: one call at a time, until `close` or the driver is gone.
+    Ctrl-C and SIGTERM are the driver's to handle (it stops its query, then this process)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     host = EngineHost(connection.recv())
     while True:
         try:

@@ -22,9 +22,11 @@ isolated (fraud.core.isolation), and an alert the topic refuses becomes a dead l
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
@@ -32,13 +34,15 @@ from pyspark.sql import DataFrame
 from spark_jobs.contracts.topics import TOPIC_FRAUD_ALERTS
 from spark_jobs.fraud.jobs.alerts_sink import NAME, FraudAlertsSink, alert_key, refused_row
 from spark_jobs.fraud.jobs.engine_host import EngineHost, HostSpec
-from spark_jobs.fraud.jobs.engine_process import EngineProcess
+from spark_jobs.fraud.jobs.engine_process import EngineProcess, EngineProcessError
 from spark_jobs.fraud.jobs.publishing import RefusingPublisher
 from spark_jobs.fraud.processors.resident import settle_garbage_collector
 from spark_jobs.settings import Settings
 from spark_jobs.streaming.checkpoint import batch_watermark_ms
 from spark_jobs.streaming.drops import note_batch
 from spark_jobs.streaming.kafka.replay_fence import key_only
+
+T = TypeVar("T")
 
 
 class FraudDriverSink(FraudAlertsSink):
@@ -55,12 +59,20 @@ class FraudDriverSink(FraudAlertsSink):
 
     @property
     def local(self) -> EngineHost:
-        """Shard 0's engine; the other shards' processes start with it."""
+        """Shard 0's engine; the other shards' processes start with it (all or none)."""
         if self._local is None:
             specs = [HostSpec.of(self.settings, self.checkpoint, shard)
                      for shard in range(self.settings.fraud.shards)]
-            self._local = EngineHost(specs[0])  # checks the shards the checkpoint holds
-            self._others = [EngineProcess(spec) for spec in specs[1:]]
+            local = EngineHost(specs[0])  # checks the shards the checkpoint holds
+            others: list[EngineProcess] = []
+            try:
+                for spec in specs[1:]:
+                    others.append(EngineProcess(spec))
+            except BaseException:
+                for other in others:
+                    other.close()
+                raise
+            self._local, self._others = local, others
         return self._local
 
     def warm(self) -> None:
@@ -69,13 +81,34 @@ class FraudDriverSink(FraudAlertsSink):
         super().warm()
         _ = self.local
 
+    def _together(self, run_here: Callable[[], T], method: str, *args: object
+                  ) -> tuple[T, list[Any]]:
+        """`method(*args)` in every other shard's process while `run_here()` runs here; every
+        call begun is answered before this returns or raises (the first error raised)."""
+        begun: list[EngineProcess] = []
+        try:
+            for other in self._others:
+                other.begin(method, *args)
+                begun.append(other)
+            mine = run_here()
+        except BaseException:
+            for other in begun:
+                with contextlib.suppress(EngineProcessError):
+                    other.end()
+            raise
+        theirs, failure = [], None
+        for other in begun:
+            try:
+                theirs.append(other.end())
+            except EngineProcessError as exc:
+                failure = failure or exc
+        if failure is not None:
+            raise failure
+        return mine, theirs
+
     def _on_every_shard(self, method: str, *args: object) -> None:
         """The same call on every engine, the other processes working while this one does."""
-        for other in self._others:
-            other.begin(method, *args)
-        getattr(self.local, method)(*args)
-        for other in self._others:
-            other.end()
+        self._together(lambda: getattr(self.local, method)(*args), method, *args)
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         table = batch.toArrow()
@@ -95,14 +128,14 @@ class FraudDriverSink(FraudAlertsSink):
         now_ms = int(time.time() * 1000)
         self.fence.begin(batch_id)
         alerts = RefusingPublisher(self.outputs.producer, TOPIC_FRAUD_ALERTS, self.fence, key_only)
-        for other in self._others:
-            other.begin("evaluate", batch_id, table, watermark, now_ms)
-        parts = [local.evaluate(batch_id, table, watermark, now_ms, partial(publish_found, alerts))]
-        for other in self._others:
-            parts.append(_published(other.end(), alerts))
-        outputs = pa.concat_tables(parts)
+        self._applied = None  # memory moves ahead of the files, also if evaluation fails
+        mine, theirs = self._together(
+            lambda: local.evaluate(batch_id, table, watermark, now_ms,
+                                   partial(publish_found, alerts)),
+            "evaluate", batch_id, table, watermark, now_ms)
+        outputs = pa.concat_tables([mine, *(_published(t, alerts) for t in theirs)])
         note_batch(self.outputs.job, batch_id, self.drop_counts(outputs))
-        self._sent_alerts, self._applied = alerts, None  # memory is ahead of the files
+        self._sent_alerts = alerts
         self.deliver(outputs, batch_id)
         settle_garbage_collector(batch_id)
 
