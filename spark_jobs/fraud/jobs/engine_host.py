@@ -90,14 +90,14 @@ class HostSpec:
 
 def evaluate_batch(engine: FraudEngine, table: pa.Table, watermark: int,
                    cleanup_at: int | None = None, *, shard: int = 0, shards: int = 1,
-                   on_alert: OnAlert | None = None, now_ms: int | None = None,
-                   max_message_bytes: int | None = None) -> tuple[pa.Table, int | None]:
+                   on_alert: OnAlert | None = None, now_ms: int | None = None
+                   ) -> tuple[pa.Table, int | None]:
     """Apply the batch's rows in arrival order (the rules messages shard `shard` of `shards`
     owns, every transaction), run the clean-up when its timer (`cleanup_at`) would fire, and
     return the outputs in the sharded path's row shape with the next clean-up time. Each
     alert also goes to `on_alert` the moment it is found, not after the whole batch."""
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-    limit = engine.max_message_bytes if max_message_bytes is None else max_message_bytes
+    limit = engine.max_message_bytes  # the rule's owner is decided as the engine parses it
     found: list[dict[str, Any]] = []
     for row in input_rows_of(table):
         if shards > 1 and row.kind == KIND_RULE and not for_shard(row.value, shard, shards,
