@@ -26,6 +26,7 @@ from spark_jobs.streaming.future_rows import FUTURE_COLUMN, future_detail
 __all__ = ["FUTURE_COLUMN", "future_by_ms", "future_detail", "with_event_time"]
 
 _WATERMARK_COLUMN = "_event_time"
+_TIME_COLUMN = "_event_time_ms"  # the event time as given, before any check
 
 
 def future_by_ms(ts: Column, kafka_timestamp: Column, max_clock_skew_ms: int) -> Column:
@@ -39,16 +40,22 @@ def with_event_time(df: DataFrame, ts_ms: str | Column, lateness_ms: int, *,
                     max_clock_skew_ms: int) -> DataFrame:
     """Track a watermark of `lateness` behind the max event time without filtering any row;
     rows too far ahead of their Kafka timestamp get FUTURE_COLUMN and move no watermark."""
-    ts = F.col(ts_ms) if isinstance(ts_ms, str) else ts_ms
     # a time Spark cannot represent (e.g. 1e18 ms) would fail the query (ANSI overflow);
-    # such a record is invalid anyway and the job dead-letters it, so it just sets no watermark
-    ts = F.when(ts.between(0, MAX_TIME_MS), ts)
+    # such a record is invalid anyway and the job dead-letters it, so it just sets no watermark.
+    # The time is a column of its own first: the expressions below use it seven times, and
+    # Spark inlines an expression into each use inside CASE WHEN branches (an event time read
+    # from the JSON text was parsed 15 times per row, BENCHMARKS.md 2026-11-29); it does not
+    # inline a costly column referenced more than once.
+    timed = df.withColumn(_TIME_COLUMN, ts_ms if isinstance(ts_ms, Column) else F.col(ts_ms))
+    raw_ts = F.col(_TIME_COLUMN)
+    ts = F.when(raw_ts.between(0, MAX_TIME_MS), raw_ts)
     ahead = future_by_ms(ts, F.col("kafka_timestamp"), max_clock_skew_ms)
     delay = format_duration_ms(lateness_ms)
     delay_text = "0 seconds" if delay == "0" else _interval_text(lateness_ms)
     return (
-        df.withColumn(FUTURE_COLUMN, ahead)
+        timed.withColumn(FUTURE_COLUMN, ahead)
         .withColumn(_WATERMARK_COLUMN, F.timestamp_millis(F.when(ahead.isNull(), ts)))
+        .drop(_TIME_COLUMN)
         .withWatermark(_WATERMARK_COLUMN, delay_text)
         .drop(_WATERMARK_COLUMN)
     )
