@@ -35,7 +35,12 @@ from spark_jobs.streaming.lake.dead_letters import (
     KIND_DROPPED,
     dead_letter_table,
 )
-from spark_jobs.streaming.lake.delta import append_once, compact, transaction_version
+from spark_jobs.streaming.lake.delta import (
+    OpenTables,
+    append_once,
+    compact,
+    transaction_version,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -72,6 +77,7 @@ class BatchOutputs:
         self._producer: Producer | None = None
         self._app_id: str | None = None
         self._compactor: threading.Thread | None = None
+        self._tables = OpenTables()  # kept between batches: each write reads new commits only
 
     @property
     def app_id(self) -> str:
@@ -86,6 +92,11 @@ class BatchOutputs:
         if self._producer is None:
             self._producer = make_producer(self.settings.kafka, **linger(self.linger_ms))
         return self._producer
+
+    @property
+    def tables(self) -> OpenTables:
+        """The job's Delta tables, kept open between its batches (one sink's, one thread)."""
+        return self._tables
 
     def table_uri(self, name: str) -> str:
         return self.settings.lake.table(name)
@@ -115,7 +126,7 @@ class BatchOutputs:
             self.job, dead, raw_lookup=self.read_back,
             holds_received=lambda reason, text: reason in reasons and received_whole(text))
         append_once(self.table_uri(TABLE_DEAD_LETTERS), rows, self.app_id, batch_id,
-                    merge_schema=True)
+                    merge_schema=True, tables=self._tables)
         return dead.num_rows
 
     def read_back(self, places: list[Coordinate]) -> dict[Coordinate, bytes | None]:
@@ -123,7 +134,8 @@ class BatchOutputs:
         return fetch_values(self.settings.kafka, places)
 
     def append(self, table_name: str, data: pa.Table, batch_id: int) -> bool:
-        return append_once(self.table_uri(table_name), data, self.app_id, batch_id)
+        return append_once(self.table_uri(table_name), data, self.app_id, batch_id,
+                           tables=self._tables)
 
     def maybe_compact(self, batch_id: int, tables: Sequence[str], background: bool = False
                       ) -> None:

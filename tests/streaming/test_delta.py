@@ -8,9 +8,11 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
+from deltalake.exceptions import DeltaError
 
 from spark_jobs.streaming.lake.dead_letters import DEAD_LETTER_SCHEMA, dead_letter_rows
 from spark_jobs.streaming.lake.delta import (
+    OpenTables,
     TableMissingError,
     append_once,
     compact,
@@ -159,6 +161,40 @@ def test_compaction_reduces_files_keeps_rows_and_transactions(uri):
     removed = vacuum(uri, retention_hours=0)
     assert len(removed) == 6
     assert read_arrow(uri).num_rows == 12
+
+
+def test_open_tables_see_every_commit_made_since_their_last_write(uri):
+    """A writer keeps its table open between batches; what others committed meanwhile (a
+    compaction, the same app id in another process, another app) must still count."""
+    tables = OpenTables()
+    assert tables.latest(uri) is None  # no table yet
+    assert append_once(uri, batch([1], "a"), "job", 0, tables=tables)
+    assert append_once(uri, batch([2], "b"), "job", 1, tables=tables)
+    opened = tables.latest(uri)
+    assert opened is not None
+    assert append_once(uri, batch([3], "c"), "job", 2)  # e.g. a replay in another process
+    compact(uri)
+    assert append_once(uri, batch([9], "z"), "other", 0)
+    assert not append_once(uri, batch([3], "c"), "job", 2, tables=tables)  # already there
+    assert append_once(uri, batch([4], "d"), "job", 3, tables=tables)
+    assert tables.latest(uri) is opened  # one table object, brought up to date
+    assert rows(uri) == [(1, "a"), (2, "b"), (3, "c"), (4, "d"), (9, "z")]
+    assert transaction_version(uri, "job") == 3
+    assert merge_once(uri, batch([1], "a2"), ["k"], "merger", 0, tables=tables)
+    assert not merge_once(uri, batch([1], "a3"), ["k"], "merger", 0, tables=tables)
+    assert rows(uri) == [(1, "a2"), (2, "b"), (3, "c"), (4, "d"), (9, "z")]
+
+
+def test_a_failed_write_reads_its_table_anew(uri):
+    tables = OpenTables()
+    assert append_once(uri, batch([1], "a"), "job", 0, tables=tables)
+    opened = tables.latest(uri)
+    wrong = pa.table({"k": ["not a number"]})
+    with pytest.raises(DeltaError):  # its schema does not match the table's
+        append_once(uri, wrong, "job", 1, tables=tables)
+    assert tables.latest(uri) is not opened
+    assert append_once(uri, batch([2], "b"), "job", 1, tables=tables)
+    assert rows(uri) == [(1, "a"), (2, "b")]
 
 
 def test_maintenance_and_reads_on_a_missing_table(uri):

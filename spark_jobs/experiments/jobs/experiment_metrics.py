@@ -201,6 +201,7 @@ class MetricsSink(BatchSink[pa.Table]):
             merge_once(
                 self.table_uri, metrics_table(rows, now), PRIMARY_KEY,
                 self.outputs.app_id, batch_id, commit_info(self.outputs.app_id, rows, now),
+                tables=self.outputs.tables,
             )
 
 

@@ -25,6 +25,7 @@ from spark_jobs.experiments.core.user_metrics import Delta
 from spark_jobs.experiments.jobs.lineage import COMMIT_APP, COMMIT_STAMP, lineage_info
 from spark_jobs.experiments.settings import ExperimentSettings
 from spark_jobs.streaming.lake.delta import (
+    OpenTables,
     commit_metadata,
     merge_once,
     read_arrow,
@@ -66,6 +67,7 @@ class LiveTable:
         self.experiments = experiments
         self.totals: ProvisionalTotals | None = None
         self.done: int | None = None  # the last batch the table held at resume
+        self.tables = OpenTables()  # the table kept open between batches
 
     def _resume(self) -> ProvisionalTotals:
         experiments = self.experiments
@@ -86,4 +88,5 @@ class LiveTable:
             return False
         now = datetime.now(UTC)
         return merge_once(self.table_uri, provisional_table(rows, watermark_ms, now),
-                          PROVISIONAL_KEY, self.app_id, batch_id, lineage_info(self.app_id, now))
+                          PROVISIONAL_KEY, self.app_id, batch_id, lineage_info(self.app_id, now),
+                          tables=self.tables)

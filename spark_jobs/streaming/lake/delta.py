@@ -43,6 +43,35 @@ def load_table(table_uri: str) -> DeltaTable | None:
         return None
 
 
+class OpenTables:
+    """Delta tables a writer keeps open between its batches, each brought to its newest
+    version by reading only the commits since the last batch. Loading a table replays its
+    log from the last checkpoint (up to 100 commits): ~30 ms per batch for `fraud_alerts`
+    at six commits a second, the largest part of its sink (BENCHMARKS.md 2026-11-29).
+    One writer's: not shared between threads."""
+
+    def __init__(self) -> None:
+        self._open: dict[str, DeltaTable] = {}
+
+    def latest(self, table_uri: str) -> DeltaTable | None:
+        """The table at its newest version, or None when there is none yet."""
+        table = self._open.get(table_uri)
+        if table is not None:
+            try:
+                table.update_incremental()
+                return table
+            except DeltaError:  # e.g. its log was cleaned past our version: read it anew
+                del self._open[table_uri]
+        table = load_table(table_uri)
+        if table is not None:
+            self._open[table_uri] = table
+        return table
+
+    def forget(self, table_uri: str) -> None:
+        """Read the table anew next time (after a failed write left it in doubt)."""
+        self._open.pop(table_uri, None)
+
+
 def table_exists(table_uri: str) -> bool:
     """True when a Delta log with at least one commit exists at the URI."""
     return DeltaTable.is_deltatable(str(table_uri))
@@ -90,9 +119,11 @@ def append_once(
     batch_id: int,
     partition_by: list[str] | None = None,
     merge_schema: bool = False,
+    tables: OpenTables | None = None,
 ) -> bool:
     """Append the batch unless app_id already committed batch_id; False when skipped.
-    `merge_schema` adds columns the table lacks (a table created by an older release).
+    `merge_schema` adds columns the table lacks (a table created by an older release);
+    `tables`: the writer's open tables (else the table is loaded for this write).
 
     An empty batch still commits (no data file, only the transaction), so its replay is
     skipped too; the first write creates the table with the data's schema. A commit that
@@ -100,17 +131,22 @@ def append_once(
     """
 
     def write() -> bool:
-        table = load_table(table_uri)
+        table = load_table(table_uri) if tables is None else tables.latest(table_uri)
         if _already_done(table, app_id, batch_id):
             return False
-        write_deltalake(
-            table if table is not None else table_uri,
-            data,
-            mode="append",
-            partition_by=partition_by,
-            commit_properties=_commit(app_id, batch_id),
-            schema_mode="merge" if merge_schema and table is not None else None,
-        )
+        try:
+            write_deltalake(
+                table if table is not None else table_uri,
+                data,
+                mode="append",
+                partition_by=partition_by,
+                commit_properties=_commit(app_id, batch_id),
+                schema_mode="merge" if merge_schema and table is not None else None,
+            )
+        except BaseException:
+            if tables is not None:
+                tables.forget(table_uri)
+            raise
         return True
 
     return with_commit_retries(write)
@@ -122,10 +158,10 @@ def _quoted(name: str) -> str:
 
 def merge_once(
     table_uri: str, data: pa.Table, keys: Sequence[str], app_id: str, batch_id: int,
-    metadata: dict[str, str] | None = None,
+    metadata: dict[str, str] | None = None, tables: OpenTables | None = None,
 ) -> bool:
     """Upsert the batch by primary key unless app_id already committed batch_id (`metadata`:
-    custom commit metadata, read back by `commit_metadata`).
+    custom commit metadata, read back by `commit_metadata`; `tables`: as for append_once).
 
     Within a batch the last row of a key wins. Key columns must not be null (null never
     matches in MERGE, so it would insert duplicates). An empty batch is committed as an
@@ -136,10 +172,15 @@ def merge_once(
     source = last_per_key(data, key_list)
 
     def write() -> bool:
-        table = load_table(table_uri)
+        table = load_table(table_uri) if tables is None else tables.latest(table_uri)
         if _already_done(table, app_id, batch_id):
             return False
-        _upsert(table, table_uri, source, key_list, _commit(app_id, batch_id, metadata))
+        try:
+            _upsert(table, table_uri, source, key_list, _commit(app_id, batch_id, metadata))
+        except BaseException:
+            if tables is not None:
+                tables.forget(table_uri)
+            raise
         return True
 
     return with_commit_retries(write)
