@@ -46,6 +46,9 @@ def with_event_time(df: DataFrame, ts_ms: str | Column, lateness_ms: int, *,
     # Spark inlines an expression into each use inside CASE WHEN branches (an event time read
     # from the JSON text was parsed 15 times per row, BENCHMARKS.md 2026-11-29); it does not
     # inline a costly column referenced more than once.
+    if _TIME_COLUMN in df.columns or _WATERMARK_COLUMN in df.columns:
+        raise ValueError(f"with_event_time needs the column names {_TIME_COLUMN!r} and "
+                         f"{_WATERMARK_COLUMN!r} for itself; the input has one of them")
     timed = df.withColumn(_TIME_COLUMN, ts_ms if isinstance(ts_ms, Column) else F.col(ts_ms))
     raw_ts = F.col(_TIME_COLUMN)
     ts = F.when(raw_ts.between(0, MAX_TIME_MS), raw_ts)

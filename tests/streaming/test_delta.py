@@ -175,9 +175,12 @@ def test_open_tables_see_every_commit_made_since_their_last_write(uri):
     assert append_once(uri, batch([3], "c"), "job", 2)  # e.g. a replay in another process
     compact(uri)
     assert append_once(uri, batch([9], "z"), "other", 0)
+    assert tables.latest(uri) is opened  # the same object, brought up to date
+    assert opened.transaction_version("job") == 2
+    assert opened.transaction_version("other") == 0
     assert not append_once(uri, batch([3], "c"), "job", 2, tables=tables)  # already there
     assert append_once(uri, batch([4], "d"), "job", 3, tables=tables)
-    assert tables.latest(uri) is opened  # one table object, brought up to date
+    assert tables.latest(uri) is opened  # a write moves the object to its commit
     assert rows(uri) == [(1, "a"), (2, "b"), (3, "c"), (4, "d"), (9, "z")]
     assert transaction_version(uri, "job") == 3
     assert merge_once(uri, batch([1], "a2"), ["k"], "merger", 0, tables=tables)

@@ -3,6 +3,7 @@ JSON text parsed once per row (it was inlined into every use: 15 parses per row)
 
 from __future__ import annotations
 
+import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -48,3 +49,9 @@ def test_an_event_time_expression_is_evaluated_once_per_row(spark):
     physical = timed._sc._jvm.PythonSQLUtils.explainString(timed._jdf.queryExecution(),
                                                             "simple")
     assert physical.count("get_json_object") == 1, physical
+
+
+def test_an_input_column_of_the_helper_names_is_refused(spark):
+    frame = _texts(spark, ['{"ts": 1}']).withColumnRenamed("text", "_event_time_ms")
+    with pytest.raises(ValueError, match="_event_time_ms"):
+        with_event_time(frame, "kafka_timestamp", 5_000, max_clock_skew_ms=SKEW_MS)

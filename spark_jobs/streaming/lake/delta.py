@@ -72,6 +72,23 @@ class OpenTables:
         self._open.pop(table_uri, None)
 
 
+def _forgetting(write: Callable[[], _T], tables: OpenTables | None, table_uri: str
+                ) -> Callable[[], _T]:
+    """`write`, after whose failure (reading the table, checking, writing) the table is read
+    anew: a retry, or the next batch, must not trust the object that failed."""
+    if tables is None:
+        return write
+
+    def guarded() -> _T:
+        try:
+            return write()
+        except BaseException:
+            tables.forget(table_uri)
+            raise
+
+    return guarded
+
+
 def table_exists(table_uri: str) -> bool:
     """True when a Delta log with at least one commit exists at the URI."""
     return DeltaTable.is_deltatable(str(table_uri))
@@ -134,22 +151,17 @@ def append_once(
         table = load_table(table_uri) if tables is None else tables.latest(table_uri)
         if _already_done(table, app_id, batch_id):
             return False
-        try:
-            write_deltalake(
-                table if table is not None else table_uri,
-                data,
-                mode="append",
-                partition_by=partition_by,
-                commit_properties=_commit(app_id, batch_id),
-                schema_mode="merge" if merge_schema and table is not None else None,
-            )
-        except BaseException:
-            if tables is not None:
-                tables.forget(table_uri)
-            raise
+        write_deltalake(
+            table if table is not None else table_uri,
+            data,
+            mode="append",
+            partition_by=partition_by,
+            commit_properties=_commit(app_id, batch_id),
+            schema_mode="merge" if merge_schema and table is not None else None,
+        )
         return True
 
-    return with_commit_retries(write)
+    return with_commit_retries(_forgetting(write, tables, table_uri))
 
 
 def _quoted(name: str) -> str:
@@ -175,15 +187,10 @@ def merge_once(
         table = load_table(table_uri) if tables is None else tables.latest(table_uri)
         if _already_done(table, app_id, batch_id):
             return False
-        try:
-            _upsert(table, table_uri, source, key_list, _commit(app_id, batch_id, metadata))
-        except BaseException:
-            if tables is not None:
-                tables.forget(table_uri)
-            raise
+        _upsert(table, table_uri, source, key_list, _commit(app_id, batch_id, metadata))
         return True
 
-    return with_commit_retries(write)
+    return with_commit_retries(_forgetting(write, tables, table_uri))
 
 
 def insert_new_once(
