@@ -47,7 +47,7 @@ class OpenTables:
     """Delta tables a writer keeps open between its batches, each brought to its newest
     version by reading only the commits since the last batch. Loading a table replays its
     log from the last checkpoint (up to 100 commits): ~30 ms per batch for `fraud_alerts`
-    at six commits a second, the largest part of its sink (BENCHMARKS.md 2026-11-29).
+    at six commits a second, over a quarter of its sink (BENCHMARKS.md 2026-11-29).
     One writer's: not shared between threads."""
 
     def __init__(self) -> None:
