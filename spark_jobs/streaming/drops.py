@@ -43,6 +43,13 @@ def take_batch(job: str, batch_id: int) -> Counter[str]:
         return counts
 
 
+def take_untaken(job: str) -> dict[int, Counter[str]]:
+    """The sink's counts of every batch the listener has not taken, by batch, forgotten
+    afterwards: what a sink learnt after Spark reported the batch, at its close."""
+    with _lock:
+        return _pending.pop(job, {})
+
+
 def observed_counts(progress: Mapping[str, Any]) -> Counter[str]:
     """The OBSERVED metrics of a StreamingQueryProgress (its JSON form)."""
     row = (progress.get("observedMetrics") or {}).get(OBSERVED) or {}
@@ -70,11 +77,30 @@ def add_batch(folder: Path, job: str, lineage: str, batch_id: int, counts: Count
     if done.get(lineage, -1) >= batch_id:
         return dict(total)
     total.update(counts)
-    state = {"total": dict(total), "batches": {**done, lineage: batch_id}}
+    _write_state(path, {**state, "total": dict(total), "batches": {**done, lineage: batch_id}})
+    return dict(total)
+
+
+def add_late(folder: Path, job: str, lineage: str, batch_id: int, counts: Counter[str]
+             ) -> dict[str, int]:
+    """Add counts a sink learnt after Spark reported their batch (fraud's driver mode
+    delivers its last batch when it stops), once per lineage and batch; returns the totals."""
+    path = totals_path(folder, job)
+    state = _read_state(path)
+    total = Counter(state.get("total", {}))
+    late = state.get("late", {})
+    if late.get(lineage, -1) >= batch_id:
+        return dict(total)
+    total.update(counts)
+    _write_state(path, {**state, "total": dict(total), "late": {**late, lineage: batch_id}})
+    return dict(total)
+
+
+def _write_state(path: Path, state: Mapping[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
     temp = path.with_suffix(".json.tmp")
     temp.write_text(json.dumps(state, sort_keys=True))
     os.replace(temp, path)
-    return dict(total)
 
 
 def _read_state(path: Path) -> dict[str, Any]:
