@@ -30,6 +30,7 @@ isolated (fraud.core.isolation), and an alert the topic refuses becomes a dead l
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -47,11 +48,12 @@ from spark_jobs.fraud.jobs.inputs_ahead import InputsAhead
 from spark_jobs.fraud.jobs.publishing import RefusingPublisher
 from spark_jobs.fraud.processors.resident import settle_garbage_collector
 from spark_jobs.settings import Settings
-from spark_jobs.streaming.checkpoint import batch_watermark_ms, query_id
+from spark_jobs.streaming.checkpoint import batch_watermark_ms, last_committed_batch, query_id
 from spark_jobs.streaming.drops import add_late, note_batch, take_untaken
 from spark_jobs.streaming.kafka.replay_fence import key_only
 
 T = TypeVar("T")
+LOG = logging.getLogger("tideline.fraud")
 
 
 class FraudDriverSink(FraudAlertsSink):
@@ -90,9 +92,14 @@ class FraudDriverSink(FraudAlertsSink):
 
     def warm(self) -> None:
         """Also start the other shards' processes, so that their start-up overlaps the
-        query's (and a checkpoint split differently fails at start)."""
+        query's (and a checkpoint split differently fails at start), and deliver the batches
+        Spark committed that the last run left written ahead: now, not when (or if) new
+        data makes a batch."""
         super().warm()
         _ = self.local
+        committed = last_committed_batch(self.checkpoint)
+        if committed is not None:
+            self._catch_up(before=committed + 1)
 
     def _together(self, run_here: Callable[[], T], method: str, *args: object
                   ) -> tuple[T, list[Any]]:
@@ -135,15 +142,20 @@ class FraudDriverSink(FraudAlertsSink):
         table = batch.toArrow()
         self._settle()
         if not self._caught_up:  # a new process, or the query again after a failed batch
-            for waiting in self.ahead.waiting(before=batch_id):
-                self._deliver_ahead(waiting, self.ahead.read(waiting))
-            self._caught_up = True
+            self._catch_up(before=batch_id)
         self.ahead.write(batch_id, table)
         self._running = self._background.submit(self._deliver_ahead, batch_id, table)
+        self._running.add_done_callback(_log_failure)
+
+    def _catch_up(self, before: int) -> None:
+        """Deliver, in order, every batch still written ahead below `before`."""
+        for waiting in self.ahead.waiting(before=before):
+            self._deliver_ahead(waiting, self.ahead.read(waiting))
+        self._caught_up = True
 
     def _settle(self) -> None:
         """Wait for the batch in the background; its failure is raised here (and the batch,
-        still written ahead, is delivered before the next one)."""
+        still written ahead, is delivered again before the next one, through the fence)."""
         running, self._running = self._running, None
         if running is None:
             return
@@ -151,6 +163,7 @@ class FraudDriverSink(FraudAlertsSink):
             running.result()
         except BaseException:
             self._caught_up = False
+            self.fence.recheck()
             raise
 
     def _deliver_ahead(self, batch_id: int, table: pa.Table) -> None:
@@ -182,9 +195,12 @@ class FraudDriverSink(FraudAlertsSink):
                                    partial(publish_found, alerts)),
             "evaluate", batch_id, table, watermark, now_ms)
         outputs = pa.concat_tables([mine, *(_published(t, alerts) for t in theirs)])
-        note_batch(self.outputs.job, batch_id, self.drop_counts(outputs))
+        counts = self.drop_counts(outputs)
         self._sent_alerts = alerts
         self.deliver(outputs, batch_id)
+        # counted once delivered: Spark may have reported the batch already, and a delivery
+        # that fails is done again (and counted then) by the next start
+        note_batch(self.outputs.job, batch_id, counts)
         settle_garbage_collector(batch_id)
 
     def publish_alerts(self, alerts: pa.Table) -> None:
@@ -202,9 +218,14 @@ class FraudDriverSink(FraudAlertsSink):
     def close(self) -> None:
         """Deliver the batch in the background, count its drops, then stop the engine
         processes and let snapshots in flight finish (and publish them). A batch that fails
-        here stays written ahead: the next start delivers it."""
+        here stays written ahead: the next start delivers it; its error is raised once
+        everything is closed."""
+        failure: BaseException | None = None
         try:
             self._settle()
+        except BaseException as exc:
+            failure = exc
+        try:
             self._count_late_drops()
         finally:
             self._background.shutdown()
@@ -213,6 +234,8 @@ class FraudDriverSink(FraudAlertsSink):
             if self._local is not None:
                 self._local.close()
             super().close()
+        if failure is not None:
+            raise failure
 
     def _count_late_drops(self) -> None:
         """The drop counts Spark's progress report no longer takes (the last batch's) go to
@@ -225,6 +248,14 @@ class FraudDriverSink(FraudAlertsSink):
         lineage = query_id(self.checkpoint)
         for batch_id, counts in sorted(untaken.items()):
             add_late(progress_dir(self.settings), self.outputs.job, lineage, batch_id, counts)
+
+
+def _log_failure(running: Future[None]) -> None:
+    """Say at once that a batch failed in the background (raised at the next batch or at
+    close, which may be long on a quiet stream)."""
+    failure = running.exception()
+    if failure is not None:
+        LOG.error("a fraud_rules batch failed in the background: %s", failure)
 
 
 def publish_found(alerts: RefusingPublisher, rows: list[dict[str, Any]], index: int) -> None:
