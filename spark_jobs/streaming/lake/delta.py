@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
-from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
+from deltalake.exceptions import CommitFailedError, DeltaError
 
 from spark_jobs.streaming.lake.one_per_key import first_per_key, last_per_key
+from spark_jobs.streaming.lake.open_tables import OpenTables, forgetting, load_table
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -33,60 +34,6 @@ _T = TypeVar("_T")
 
 class TableMissingError(FileNotFoundError):
     """A read of a Delta table that does not exist (yet)."""
-
-
-def load_table(table_uri: str) -> DeltaTable | None:
-    """The table at its latest version, or None when there is none (one log replay)."""
-    try:
-        return DeltaTable(str(table_uri))
-    except TableNotFoundError:
-        return None
-
-
-class OpenTables:
-    """Delta tables a writer keeps open between its batches, each brought to its newest
-    version by reading only the commits since the last batch. Loading a table replays its
-    log from the last checkpoint (up to 100 commits): ~30 ms per batch for `fraud_alerts`
-    at six commits a second, over a quarter of its sink (BENCHMARKS.md 2026-11-29).
-    One writer's: not shared between threads."""
-
-    def __init__(self) -> None:
-        self._open: dict[str, DeltaTable] = {}
-
-    def latest(self, table_uri: str) -> DeltaTable | None:
-        """The table at its newest version, or None when there is none yet."""
-        table = self._open.get(table_uri)
-        if table is not None:
-            try:
-                table.update_incremental()
-                return table
-            except DeltaError:  # e.g. its log was cleaned past our version: read it anew
-                del self._open[table_uri]
-        table = load_table(table_uri)
-        if table is not None:
-            self._open[table_uri] = table
-        return table
-
-    def forget(self, table_uri: str) -> None:
-        """Read the table anew next time (after a failed write left it in doubt)."""
-        self._open.pop(table_uri, None)
-
-
-def _forgetting(write: Callable[[], _T], tables: OpenTables | None, table_uri: str
-                ) -> Callable[[], _T]:
-    """`write`, after whose failure (reading the table, checking, writing) the table is read
-    anew: a retry, or the next batch, must not trust the object that failed."""
-    if tables is None:
-        return write
-
-    def guarded() -> _T:
-        try:
-            return write()
-        except BaseException:
-            tables.forget(table_uri)
-            raise
-
-    return guarded
 
 
 def table_exists(table_uri: str) -> bool:
@@ -161,7 +108,7 @@ def append_once(
         )
         return True
 
-    return with_commit_retries(_forgetting(write, tables, table_uri))
+    return with_commit_retries(forgetting(write, tables, table_uri))
 
 
 def _quoted(name: str) -> str:
@@ -190,7 +137,7 @@ def merge_once(
         _upsert(table, table_uri, source, key_list, _commit(app_id, batch_id, metadata))
         return True
 
-    return with_commit_retries(_forgetting(write, tables, table_uri))
+    return with_commit_retries(forgetting(write, tables, table_uri))
 
 
 def insert_new_once(
