@@ -71,29 +71,42 @@ def add_batch(folder: Path, job: str, lineage: str, batch_id: int, counts: Count
               ) -> dict[str, int]:
     """Add one batch's counts to the job's totals, unless this lineage already added that
     batch; returns the totals."""
-    return _add_once(folder, job, "batches", lineage, batch_id, counts)
+    with _totals_lock:
+        return _add_batch(folder, job, lineage, batch_id, counts)
+
+
+def _add_batch(folder: Path, job: str, lineage: str, batch_id: int, counts: Counter[str]
+               ) -> dict[str, int]:
+    path = totals_path(folder, job)
+    state = _read_state(path)
+    total = Counter(state.get("total", {}))
+    done = state.get("batches", {})
+    if done.get(lineage, -1) >= batch_id:
+        return dict(total)
+    total.update(counts)
+    _write_state(path, {**state, "total": dict(total), "batches": {**done, lineage: batch_id}})
+    return dict(total)
 
 
 def add_late(folder: Path, job: str, lineage: str, batch_id: int, counts: Counter[str]
              ) -> dict[str, int]:
     """Add counts a sink learnt after Spark reported their batch (fraud's driver mode
     delivers its last batch when it stops), once per lineage and batch; returns the totals."""
-    return _add_once(folder, job, "late", lineage, batch_id, counts)
-
-
-def _add_once(folder: Path, job: str, ledger: str, lineage: str, batch_id: int,
-              counts: Counter[str]) -> dict[str, int]:
-    """Add `counts` unless `ledger` says this lineage already added `batch_id`."""
     with _totals_lock:
-        path = totals_path(folder, job)
-        state = _read_state(path)
-        total = Counter(state.get("total", {}))
-        done = state.get(ledger, {})
-        if done.get(lineage, -1) >= batch_id:
-            return dict(total)
-        total.update(counts)
-        _write_state(path, {**state, "total": dict(total), ledger: {**done, lineage: batch_id}})
+        return _add_late(folder, job, lineage, batch_id, counts)
+
+
+def _add_late(folder: Path, job: str, lineage: str, batch_id: int, counts: Counter[str]
+              ) -> dict[str, int]:
+    path = totals_path(folder, job)
+    state = _read_state(path)
+    total = Counter(state.get("total", {}))
+    late = state.get("late", {})
+    if late.get(lineage, -1) >= batch_id:
         return dict(total)
+    total.update(counts)
+    _write_state(path, {**state, "total": dict(total), "late": {**late, lineage: batch_id}})
+    return dict(total)
 
 
 def _write_state(path: Path, state: Mapping[str, Any]) -> None:
