@@ -23,7 +23,6 @@ OBSERVED = "drops"  # name of the observed metrics (one column per reason) of a 
 
 _pending: dict[str, dict[int, Counter[str]]] = {}
 _lock = threading.Lock()
-_totals_lock = threading.Lock()  # the listener's thread and a closing sink both add
 
 
 def note_batch(job: str, batch_id: int, counts: Mapping[str, int]) -> None:
@@ -42,13 +41,6 @@ def take_batch(job: str, batch_id: int) -> Counter[str]:
         for older in [b for b in batches if b < batch_id]:
             counts.update(batches.pop(older))
         return counts
-
-
-def take_untaken(job: str) -> dict[int, Counter[str]]:
-    """The sink's counts of every batch the listener has not taken, by batch, forgotten
-    afterwards: what a sink learnt after Spark reported the batch, at its close."""
-    with _lock:
-        return _pending.pop(job, {})
 
 
 def observed_counts(progress: Mapping[str, Any]) -> Counter[str]:
@@ -71,12 +63,6 @@ def add_batch(folder: Path, job: str, lineage: str, batch_id: int, counts: Count
               ) -> dict[str, int]:
     """Add one batch's counts to the job's totals, unless this lineage already added that
     batch; returns the totals."""
-    with _totals_lock:
-        return _add_batch(folder, job, lineage, batch_id, counts)
-
-
-def _add_batch(folder: Path, job: str, lineage: str, batch_id: int, counts: Counter[str]
-               ) -> dict[str, int]:
     path = totals_path(folder, job)
     state = _read_state(path)
     total = Counter(state.get("total", {}))
@@ -84,36 +70,11 @@ def _add_batch(folder: Path, job: str, lineage: str, batch_id: int, counts: Coun
     if done.get(lineage, -1) >= batch_id:
         return dict(total)
     total.update(counts)
-    _write_state(path, {**state, "total": dict(total), "batches": {**done, lineage: batch_id}})
-    return dict(total)
-
-
-def add_late(folder: Path, job: str, lineage: str, batch_id: int, counts: Counter[str]
-             ) -> dict[str, int]:
-    """Add counts a sink learnt after Spark reported their batch (fraud's driver mode
-    delivers its last batch when it stops), once per lineage and batch; returns the totals."""
-    with _totals_lock:
-        return _add_late(folder, job, lineage, batch_id, counts)
-
-
-def _add_late(folder: Path, job: str, lineage: str, batch_id: int, counts: Counter[str]
-              ) -> dict[str, int]:
-    path = totals_path(folder, job)
-    state = _read_state(path)
-    total = Counter(state.get("total", {}))
-    late = state.get("late", {})
-    if late.get(lineage, -1) >= batch_id:
-        return dict(total)
-    total.update(counts)
-    _write_state(path, {**state, "total": dict(total), "late": {**late, lineage: batch_id}})
-    return dict(total)
-
-
-def _write_state(path: Path, state: Mapping[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.with_suffix(f".json.{os.getpid()}.tmp")  # another process may write too
+    state = {"total": dict(total), "batches": {**done, lineage: batch_id}}
+    temp = path.with_suffix(".json.tmp")
     temp.write_text(json.dumps(state, sort_keys=True))
     os.replace(temp, path)
+    return dict(total)
 
 
 def _read_state(path: Path) -> dict[str, Any]:
