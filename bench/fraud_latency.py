@@ -133,13 +133,13 @@ class TimedSink:
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.batches: dict[int, dict[str, Any]] = {}
-        self._alerts = 0
         deliver = inner.deliver
 
         def counted(table: Any, batch_id: int, *args: Any, **kwargs: Any) -> None:
-            """Both paths hand the batch's engine outputs to deliver(): count the alerts."""
+            """Both paths hand the batch's engine outputs to deliver() (the driver mode in
+            the background, maybe after the batch's call returned): count the alerts."""
             kinds = table["kind"].to_pylist() if table.num_rows else []
-            self._alerts = kinds.count("alert")
+            self.batches.setdefault(batch_id, {})["alerts"] = kinds.count("alert")
             deliver(table, batch_id, *args, **kwargs)
 
         inner.deliver = counted
@@ -150,14 +150,13 @@ class TimedSink:
 
     def __call__(self, batch: Any, batch_id: int) -> None:
         frame = _TimedFrame(batch)
-        self._alerts = 0
         started = time.perf_counter()
         self.inner(frame, batch_id)
         total_ms = (time.perf_counter() - started) * 1000
-        self.batches[batch_id] = {
+        self.batches.setdefault(batch_id, {"alerts": 0}).update({
             "plan_ms": round(frame.plan_ms, 1), "sink_ms": round(total_ms - frame.plan_ms, 1),
-            "alerts": self._alerts, "ended_at": time.time(),
-        }
+            "ended_at": time.time(),
+        })
 
     def close(self) -> None:
         self.inner.close()
@@ -329,11 +328,11 @@ def batch_breakdown(batches: list[Progress], timings: dict[int, dict[str, Any]]
     found: dict[str, Any] = {}
     for key in DURATIONS:
         found[key] = _stats([p["durationMs"].get(key, 0) for p in batches])
-    timed = [timings[p["batchId"]] for p in batches if p["batchId"] in timings]
+    timed = [timings[p["batchId"]] for p in batches if "plan_ms" in timings.get(p["batchId"], {})]
     found["addBatch.plan"] = _stats([t["plan_ms"] for t in timed])
     found["addBatch.sink"] = _stats([t["sink_ms"] for t in timed])
     found["rows_per_batch"] = _stats([p.get("numInputRows", 0) for p in batches])
-    found["alerts_per_batch"] = _stats([t["alerts"] for t in timed])
+    found["alerts_per_batch"] = _stats([t.get("alerts", 0) for t in timed])
     operators = [p["stateOperators"][0] for p in batches if p.get("stateOperators")]
     for key in ("allUpdatesTimeMs", "allRemovalsTimeMs", "commitTimeMs"):
         found[f"state.{key}"] = _stats([op.get(key, 0) for op in operators])

@@ -302,7 +302,9 @@ def run_job(spark: Any, args: argparse.Namespace, bucket: str, shards: int,
             jobs.check()
             progresses = progress_list(query)
         finally:
+            stopping = Stopwatch()  # the sink's close delivers a batch still in the background
             jobs.stop(finish_s=5.0)
+            stop_s = stopping.elapsed()
         sink: TimedSink = jobs.sinks[JOB]
         published = published_alerts(settings)
         alerts = sum(t["alerts"] for t in sink.batches.values())
@@ -324,6 +326,8 @@ def run_job(spark: Any, args: argparse.Namespace, bucket: str, shards: int,
         "wall_s": round(wall_s, 1),
         "rows_read": rows,
         "tx_per_s_end_to_end": round(rows / wall_s, 1) if wall_s else 0.0,
+        "stop_s": round(stop_s, 2),
+        "tx_per_s_through_stop": round(rows / (wall_s + stop_s), 1) if wall_s else 0.0,
         "tx_per_s_after_first_batch": round(later_rows / later_s, 1) if later_s else 0.0,
         "batches": len(batches),
         "first_batch_s": round(batches[0]["durationMs"]["triggerExecution"] / 1000, 1)

@@ -23,6 +23,7 @@ OBSERVED = "drops"  # name of the observed metrics (one column per reason) of a 
 
 _pending: dict[str, dict[int, Counter[str]]] = {}
 _lock = threading.Lock()
+_totals_lock = threading.Lock()  # the listener's thread and a closing sink both add
 
 
 def note_batch(job: str, batch_id: int, counts: Mapping[str, int]) -> None:
@@ -41,6 +42,13 @@ def take_batch(job: str, batch_id: int) -> Counter[str]:
         for older in [b for b in batches if b < batch_id]:
             counts.update(batches.pop(older))
         return counts
+
+
+def take_untaken(job: str) -> dict[int, Counter[str]]:
+    """The sink's counts of every batch the listener has not taken, by batch, forgotten
+    afterwards: what a sink learnt after Spark reported the batch, at its close."""
+    with _lock:
+        return _pending.pop(job, {})
 
 
 def observed_counts(progress: Mapping[str, Any]) -> Counter[str]:
@@ -63,18 +71,36 @@ def add_batch(folder: Path, job: str, lineage: str, batch_id: int, counts: Count
               ) -> dict[str, int]:
     """Add one batch's counts to the job's totals, unless this lineage already added that
     batch; returns the totals."""
-    path = totals_path(folder, job)
-    state = _read_state(path)
-    total = Counter(state.get("total", {}))
-    done = state.get("batches", {})
-    if done.get(lineage, -1) >= batch_id:
+    return _add_once(folder, job, "batches", lineage, batch_id, counts)
+
+
+def add_late(folder: Path, job: str, lineage: str, batch_id: int, counts: Counter[str]
+             ) -> dict[str, int]:
+    """Add counts a sink learnt after Spark reported their batch (fraud's driver mode
+    delivers its last batch when it stops), once per lineage and batch; returns the totals."""
+    return _add_once(folder, job, "late", lineage, batch_id, counts)
+
+
+def _add_once(folder: Path, job: str, ledger: str, lineage: str, batch_id: int,
+              counts: Counter[str]) -> dict[str, int]:
+    """Add `counts` unless `ledger` says this lineage already added `batch_id`."""
+    with _totals_lock:
+        path = totals_path(folder, job)
+        state = _read_state(path)
+        total = Counter(state.get("total", {}))
+        done = state.get(ledger, {})
+        if done.get(lineage, -1) >= batch_id:
+            return dict(total)
+        total.update(counts)
+        _write_state(path, {**state, "total": dict(total), ledger: {**done, lineage: batch_id}})
         return dict(total)
-    total.update(counts)
-    state = {"total": dict(total), "batches": {**done, lineage: batch_id}}
-    temp = path.with_suffix(".json.tmp")
+
+
+def _write_state(path: Path, state: Mapping[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = path.with_suffix(f".json.{os.getpid()}.tmp")  # another process may write too
     temp.write_text(json.dumps(state, sort_keys=True))
     os.replace(temp, path)
-    return dict(total)
 
 
 def _read_state(path: Path) -> dict[str, Any]:

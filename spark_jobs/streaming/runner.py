@@ -64,6 +64,20 @@ def start_job(
     return query, sink
 
 
+def _close_sink(sink: Any) -> Exception | None:
+    """Close the sink; its failure (e.g. fraud's last batch, delivered at close) is returned,
+    so that the job's final status is still written before it is raised."""
+    close = getattr(sink, "close", None)
+    if close is None:
+        return None
+    try:
+        close()
+    except Exception as exc:
+        log.error("closing the sink failed: %s", exc)
+        return exc
+    return None
+
+
 def run_job(settings: Settings, name: str, available_now: bool = False) -> None:
     """Run until the query ends (available-now) or a stop signal arrives; raise on failure.
 
@@ -95,11 +109,11 @@ def run_job(settings: Settings, name: str, available_now: bool = False) -> None:
         mark(name, "query_ended")
         batches(name, query.recentProgress)
     finally:
-        close = getattr(sink, "close", None)
-        if close:
-            close()
+        closing = _close_sink(sink)
         mark(name, "sink_closed")
     failure = None if query.exception() is None else str(query.exception())
+    if failure is None and closing is not None:
+        failure = f"closing the sink failed: {closing}"
     advice = None if failure is None else state_layout_advice(
         name, failure, settings.lake.checkpoint(name))
     if not query.isActive:

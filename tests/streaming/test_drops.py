@@ -5,11 +5,13 @@ from collections import Counter
 
 from spark_jobs.streaming.drops import (
     add_batch,
+    add_late,
     describe_drops,
     note_batch,
     observed_counts,
     read_totals,
     take_batch,
+    take_untaken,
 )
 
 
@@ -41,6 +43,25 @@ def test_totals_add_each_batch_of_a_lineage_once(tmp_path):
     assert add_batch(tmp_path, "j", "lineage-2", 0, Counter({"late": 3}))["late"] == 4
     assert read_totals(tmp_path, "j") == {"late": 4, "future": 2}
     assert read_totals(tmp_path, "other") == {}
+
+
+def test_counts_learnt_after_their_batchs_progress_reach_the_totals_once(tmp_path):
+    """fraud's driver mode delivers its last batch when its sink closes, after Spark
+    reported the batch: those counts go to the totals beside the listener's, once."""
+    note_batch("job-c", 7, {"duplicate": 2})
+    note_batch("job-c", 8, {"late": 1})
+    assert add_batch(tmp_path, "c", "lineage-1", 7, Counter({"future": 1})) == {"future": 1}
+    untaken = take_untaken("job-c")
+    assert untaken == {7: Counter({"duplicate": 2}), 8: Counter({"late": 1})}
+    assert take_untaken("job-c") == {}
+    for batch_id, counts in untaken.items():
+        add_late(tmp_path, "c", "lineage-1", batch_id, counts)
+    assert add_late(tmp_path, "c", "lineage-1", 8, Counter({"late": 1})) == {
+        "future": 1, "duplicate": 2, "late": 1}  # added once
+    # the listener's bookkeeping survives beside the late one
+    assert add_batch(tmp_path, "c", "lineage-1", 7, Counter({"future": 1}))["future"] == 1
+    assert add_batch(tmp_path, "c", "lineage-1", 9, Counter({"late": 5}))["late"] == 6
+    assert read_totals(tmp_path, "c") == {"future": 1, "duplicate": 2, "late": 6}
 
 
 def test_description_lists_the_largest_first():

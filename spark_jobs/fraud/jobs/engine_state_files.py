@@ -33,7 +33,8 @@ def folder_of(shard: int) -> str:
     return FOLDER if shard == 0 else f"{FOLDER}-{shard}"
 
 
-def _filesystem(checkpoint: str, folder: str) -> tuple[pafs.FileSystem, str]:
+def checkpoint_folder(checkpoint: str, folder: str) -> tuple[pafs.FileSystem, str]:
+    """The file system of a checkpoint (local or remote) and the path of `folder` in it."""
     location = checkpoint if "://" in checkpoint else "file://" + os.path.abspath(checkpoint)
     filesystem, path = pafs.FileSystem.from_uri(location)
     return filesystem, f"{path.rstrip('/')}/{folder}"
@@ -43,7 +44,7 @@ class EngineStateFiles:
     """Change files and snapshots of one engine (one shard) of a query."""
 
     def __init__(self, checkpoint: str, shard: int = 0) -> None:
-        self.filesystem, self.folder = _filesystem(checkpoint, folder_of(shard))
+        self.filesystem, self.folder = checkpoint_folder(checkpoint, folder_of(shard))
         self.filesystem.create_dir(self.folder, recursive=True)
 
     def pin_shards(self, shards: int) -> None:

@@ -11,6 +11,13 @@ and 15). Durability comes from the query's checkpoint: each engine writes its ba
 changes there before the batch's `fraud_alerts` commit, and a snapshot every
 `fraud.snapshot_every` committed batches (engine_host); a restarted job rebuilds the state of
 the last committed batch and Spark replays the next one.
+A batch is evaluated and delivered in the background while Spark commits it and reads and
+plans the next one, so the engines and the JVM work at the same time; the batch's input is
+first written ahead in the checkpoint (inputs_ahead), and a restarted sink delivers what is
+still there before its first new batch. The next batch waits for the one before, so batches
+still go through the engines one at a time, in order. A batch's drop counts reach the
+progress report with the next batch's, and those of the last batch reach the totals when
+the sink closes.
 The trade-off: state must fit in the driver machine's memory, and evaluation scales to its
 cores, not to the cluster's.
 Outputs, ordering and exactly-once are the same as the sharded path's (same engine, same
@@ -23,8 +30,10 @@ isolated (fraud.core.isolation), and an alert the topic refuses becomes a dead l
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from typing import Any, TypeVar
 
@@ -35,14 +44,16 @@ from spark_jobs.contracts.topics import TOPIC_FRAUD_ALERTS
 from spark_jobs.fraud.jobs.alerts_sink import NAME, FraudAlertsSink, alert_key, refused_row
 from spark_jobs.fraud.jobs.engine_host import EngineHost, HostSpec
 from spark_jobs.fraud.jobs.engine_process import EngineProcess, EngineProcessError
+from spark_jobs.fraud.jobs.inputs_ahead import InputsAhead
 from spark_jobs.fraud.jobs.publishing import RefusingPublisher
 from spark_jobs.fraud.processors.resident import settle_garbage_collector
 from spark_jobs.settings import Settings
-from spark_jobs.streaming.checkpoint import batch_watermark_ms
-from spark_jobs.streaming.drops import note_batch
+from spark_jobs.streaming.checkpoint import batch_watermark_ms, last_committed_batch, query_id
+from spark_jobs.streaming.drops import add_late, note_batch, take_untaken
 from spark_jobs.streaming.kafka.replay_fence import key_only
 
 T = TypeVar("T")
+LOG = logging.getLogger("tideline.fraud")
 
 
 class FraudDriverSink(FraudAlertsSink):
@@ -56,6 +67,10 @@ class FraudDriverSink(FraudAlertsSink):
         self._others: list[EngineProcess] = []
         self._applied: int | None = None  # the batch every engine's state is the state after
         self._sent_alerts: RefusingPublisher | None = None  # of the batch being delivered
+        self._ahead: InputsAhead | None = None
+        self._background = ThreadPoolExecutor(1, thread_name_prefix="fraud-batch")
+        self._running: Future[None] | None = None  # the batch in the background
+        self._caught_up = False  # every batch written ahead before this process's is delivered
 
     @property
     def local(self) -> EngineHost:
@@ -77,9 +92,14 @@ class FraudDriverSink(FraudAlertsSink):
 
     def warm(self) -> None:
         """Also start the other shards' processes, so that their start-up overlaps the
-        query's (and a checkpoint split differently fails at start)."""
+        query's (and a checkpoint split differently fails at start), and deliver the batches
+        Spark committed that the last run left written ahead: now, not when (or if) new
+        data makes a batch."""
         super().warm()
         _ = self.local
+        committed = last_committed_batch(self.checkpoint)
+        if committed is not None:
+            self._catch_up(before=committed + 1)
 
     def _together(self, run_here: Callable[[], T], method: str, *args: object
                   ) -> tuple[T, list[Any]]:
@@ -110,8 +130,49 @@ class FraudDriverSink(FraudAlertsSink):
         """The same call on every engine, the other processes working while this one does."""
         self._together(lambda: getattr(self.local, method)(*args), method, *args)
 
+    @property
+    def ahead(self) -> InputsAhead:
+        if self._ahead is None:
+            self._ahead = InputsAhead(self.checkpoint)
+        return self._ahead
+
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        """Write the batch ahead, then evaluate and deliver it in the background (after the
+        batch before it, and after a restart every batch still written ahead)."""
         table = batch.toArrow()
+        self._settle()
+        if not self._caught_up:  # a new process, or the query again after a failed batch
+            self._catch_up(before=batch_id)
+        self.ahead.write(batch_id, table)
+        self._running = self._background.submit(self._deliver_ahead, batch_id, table)
+        self._running.add_done_callback(_log_failure)
+
+    def _catch_up(self, before: int) -> None:
+        """Deliver, in order, every batch still written ahead below `before`."""
+        for waiting in self.ahead.waiting(before=before):
+            self._deliver_ahead(waiting, self.ahead.read(waiting))
+        self._caught_up = True
+
+    def _settle(self) -> None:
+        """Wait for the batch in the background; its failure is raised here (and the batch,
+        still written ahead, is delivered again before the next one, through the fence)."""
+        running, self._running = self._running, None
+        if running is None:
+            return
+        try:
+            running.result()
+        except BaseException:
+            self._caught_up = False
+            self.fence.recheck()
+            raise
+
+    def _deliver_ahead(self, batch_id: int, table: pa.Table) -> None:
+        self.evaluate_and_deliver(batch_id, table)
+        self.ahead.remove(batch_id)
+
+    def evaluate_and_deliver(self, batch_id: int, table: pa.Table) -> None:
+        """The batch through every shard's engine, then its outputs published and committed
+        (a batch `fraud_alerts` already holds only brings the engines' state after it)."""
         local = self.local
         # Only the first batch of a process can be a replay (a failed batch ends the query),
         # so the table's log is read for it alone, not on every batch of the hot path.
@@ -134,9 +195,12 @@ class FraudDriverSink(FraudAlertsSink):
                                    partial(publish_found, alerts)),
             "evaluate", batch_id, table, watermark, now_ms)
         outputs = pa.concat_tables([mine, *(_published(t, alerts) for t in theirs)])
-        note_batch(self.outputs.job, batch_id, self.drop_counts(outputs))
+        counts = self.drop_counts(outputs)
         self._sent_alerts = alerts
         self.deliver(outputs, batch_id)
+        # counted once delivered: Spark may have reported the batch already, and a delivery
+        # that fails is done again (and counted then) by the next start
+        note_batch(self.outputs.job, batch_id, counts)
         settle_garbage_collector(batch_id)
 
     def publish_alerts(self, alerts: pa.Table) -> None:
@@ -152,12 +216,46 @@ class FraudDriverSink(FraudAlertsSink):
         super().commit(table, batch_id)
 
     def close(self) -> None:
-        """Stop the engine processes and let snapshots in flight finish (and publish them)."""
-        for other in self._others:
-            other.close()
-        if self._local is not None:
-            self._local.close()
-        super().close()
+        """Deliver the batch in the background, count its drops, then stop the engine
+        processes and let snapshots in flight finish (and publish them). A batch that fails
+        here stays written ahead: the next start delivers it; its error is raised once
+        everything is closed."""
+        failure: BaseException | None = None
+        try:
+            self._settle()
+        except BaseException as exc:
+            failure = exc
+        try:
+            self._count_late_drops()
+        finally:
+            self._background.shutdown()
+            for other in self._others:
+                other.close()
+            if self._local is not None:
+                self._local.close()
+            super().close()
+        if failure is not None:
+            raise failure
+
+    def _count_late_drops(self) -> None:
+        """The drop counts Spark's progress report no longer takes (the last batch's) go to
+        the job's totals (streaming/drops.py)."""
+        untaken = take_untaken(self.outputs.job)
+        if not untaken:
+            return
+        from spark_jobs.streaming.progress import progress_dir  # the listener's folder
+
+        lineage = query_id(self.checkpoint)
+        for batch_id, counts in sorted(untaken.items()):
+            add_late(progress_dir(self.settings), self.outputs.job, lineage, batch_id, counts)
+
+
+def _log_failure(running: Future[None]) -> None:
+    """Say at once that a batch failed in the background (raised at the next batch or at
+    close, which may be long on a quiet stream)."""
+    failure = running.exception()
+    if failure is not None:
+        LOG.error("a fraud_rules batch failed in the background: %s", failure)
 
 
 def publish_found(alerts: RefusingPublisher, rows: list[dict[str, Any]], index: int) -> None:

@@ -79,6 +79,11 @@ class ReplayFence:
             self._tag = tag
             self._checking, self._first = self._first, False
 
+    def recheck(self) -> None:
+        """The next batch looks up what an earlier attempt published, as a process's first
+        batch does (a batch that failed in this process is delivered again)."""
+        self._tag, self._first = b"", True
+
     @property
     def headers(self) -> list[tuple[str, bytes]]:
         """The batch header every record of the current batch carries."""
