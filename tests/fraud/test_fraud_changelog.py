@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import pickle
 import random
 from array import array
@@ -298,6 +299,21 @@ def test_a_failed_background_snapshot_leaves_the_change_files(tmp_path):
     snapshots.start(3, store.snapshot)  # a later one succeeds
     snapshots.close()
     assert files.state_after(3)[2] == 3
+
+
+def test_a_background_snapshot_is_taken_at_the_lowest_cpu_priority(tmp_path):
+    """The child pickles at niceness 19 (it must not take a core from the batches, whose
+    alerts waited for it), while the parent keeps its own."""
+    from spark_jobs.fraud.jobs.background_snapshots import BackgroundSnapshots
+
+    files = EngineStateFiles(str(tmp_path / "cp"))
+    ours = os.nice(0)
+    snapshots = BackgroundSnapshots(files)
+    snapshots.start(0, lambda: str(os.nice(0)).encode())  # the child's niceness, as its data
+    assert snapshots.poll(wait=True) == 0
+    assert os.nice(0) == ours
+    snapshot, _, base = files.state_after(0)
+    assert base == 0 and snapshot == str(min(ours + 19, 19)).encode()
 
 
 @pytest.mark.parametrize("seed", range(4))
