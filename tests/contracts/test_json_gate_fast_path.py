@@ -263,3 +263,31 @@ def test_digits_only_inside_strings_take_the_fast_path(doc, exact_checks):
 def test_a_suspect_literal_still_gets_the_exact_check(doc, exact_checks):
     load_json(doc)
     assert exact_checks == [doc]
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(documents(VALUES | one_number()) | st.binary(max_size=60))
+@example(b"1e-999")
+@example(b"[-1234567890123456789]")
+@example(b'{"a":-0.0000000000000000001}')
+@example(b'{"a": 1E+400}')
+def test_the_cheap_look_before_the_scans_misses_no_suspect_literal(doc: bytes):
+    """may_hold_suspect_literal is a necessary condition of the two scans: whatever they
+    find, it finds too (so skipping them when it finds nothing decides alike)."""
+    scanned = bool(json_gate._SUSPECT_LITERAL.search(doc)
+                   or json_gate._SUSPECT_FIRST_LITERAL.match(doc))
+    event(f"suspect literal: {scanned}")
+    if scanned:
+        assert json_gate.may_hold_suspect_literal(doc)
+
+
+@pytest.mark.parametrize(("doc", "looks_suspect"), [
+    (b'{"transactionId":1,"eventTime":1767225600000,"paymentAmount":4.05}', False),
+    (b'[123456789012345678, 1e99, -2E-12]', False),  # 18 digits, 2-digit exponents
+    (b'{"view_id":"e58d62ac-24f2-468e-8519-72949022"}', True),  # "8e-851" in a string
+    (b'[1234567890123456789]', True),
+])
+def test_the_cheap_look_clears_ordinary_messages(doc: bytes, looks_suspect: bool):
+    """The look saves the scans only where it clears a message; a string can still trip it
+    (the scans then decide, as before)."""
+    assert json_gate.may_hold_suspect_literal(doc) is looks_suspect
