@@ -265,7 +265,7 @@ def test_a_suspect_literal_still_gets_the_exact_check(doc, exact_checks):
     assert exact_checks == [doc]
 
 
-@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(documents(VALUES | one_number()) | st.binary(max_size=60))
 @example(b"1e-999")
 @example(b"[-1234567890123456789]")

@@ -15,13 +15,15 @@ the parent (the Kafka producer, py4j, Arrow), so the cyclic garbage collector is
 it lives (a collection would run py4j finalizers, which take a lock another thread may have
 held at the fork), it takes the default signal handlers, and it offers itself first to the
 kernel's out-of-memory killer (copy-on-write can double the memory for a moment), and it runs
-at the lowest CPU priority, so that it never takes a core from the batches. A child
+at the lowest CPU priority, so that it takes little CPU from the batches on a busy machine
+(a slower snapshot, which the change files cover meanwhile). A child
 that outlives CHILD_TIMEOUT_S is killed; a failed snapshot is logged and retried later.
 Checkpoints that are not on the local file system take the snapshot in process.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
 import os
@@ -33,7 +35,7 @@ from spark_jobs.fraud.jobs.engine_state_files import EngineStateFiles
 
 LOG = logging.getLogger("tideline.fraud")
 CHILD_TIMEOUT_S = 600.0
-SNAPSHOT_NICENESS = 19  # added to the child's niceness: it yields to every other process
+SNAPSHOT_NICENESS = 19  # added to the child's niceness: the smallest share of a busy CPU
 
 
 def _write_in_child(path: str, take: Callable[[], bytes]) -> None:
@@ -48,8 +50,10 @@ def _write_in_child(path: str, take: Callable[[], bytes]) -> None:
         except OSError:
             pass
         # the lowest CPU priority: pickling the whole state took a core for a second or more,
-        # and on a busy machine every alert of those batches waited for it (BENCHMARKS.md)
-        os.nice(SNAPSHOT_NICENESS)
+        # and on a busy machine every alert of those batches waited for it (BENCHMARKS.md).
+        # An optimisation only: a system refusing it must not stop snapshots.
+        with contextlib.suppress(OSError):
+            os.nice(SNAPSHOT_NICENESS)
         data = take()
         descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
