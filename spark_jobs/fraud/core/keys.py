@@ -75,7 +75,7 @@ def lenient_text(raw: bytes | str | None) -> str:
     return bytes(raw).decode("utf-8", errors="replace")
 
 
-# json.loads with keywords builds a new decoder per call (~6 % of a transaction's parse)
+# json.loads with keywords builds a new decoder per call: 8-10 % of the engine CPU (BENCHMARKS.md)
 _DECODER = json.JSONDecoder(parse_float=JsonDecimal, parse_constant=_reject_constant)
 
 
