@@ -36,6 +36,9 @@ class FraudSettings:
         "driver", Choice(FRAUD_STATES),
         "driver: the engines on the driver's machine; spark: transformWithState shards")
     snapshot_every: int = setting(
-        500, PositiveInt(), "batches between engine snapshots (driver state)", unit="batches")
+        10_000, PositiveInt(),
+        "batches after which an engine snapshot is taken at the latest (driver state; one is "
+        "taken sooner once the change files since the last outweigh it and 64 MB)",
+        unit="batches")
     idle_timeout_ms: int = setting(
         "1s", Duration(minimum=1), "a quiet rules topic stops holding transactions back")

@@ -74,7 +74,7 @@ OLD_DEFAULTS: dict[str, dict[str, Any]] = {
     "dashboard": {"host": "127.0.0.1", "port": 8050, "refresh": "5s"},
     "fraud": {
         "lateness": "2m", "alert_on_late_events": False, "bucket": "0", "state": "driver",
-        "shards": 2, "snapshot_every": 500, "idle_timeout": "1s", "late_retention": "1h",
+        "shards": 2, "snapshot_every": 10_000, "idle_timeout": "1s", "late_retention": "1h",
     },
     "samples": {
         "window": "10m", "lateness": "2m", "dedup_ttl": "1d",

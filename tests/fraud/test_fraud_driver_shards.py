@@ -248,3 +248,48 @@ def test_engine_processes_start_all_or_none(make_settings, monkeypatch):
         assert started[0]._process.returncode == 0  # the one started was stopped
     finally:
         sink.close()
+
+
+def test_a_snapshot_is_taken_once_the_change_files_outweigh_the_last(tmp_path, monkeypatch):
+    """Driver state snapshots by size, as the spark mode does: once the change files since
+    the last snapshot hold at least its bytes (and the floor), not every N batches; a
+    restarted host counts the files it replayed and the snapshot it started from."""
+    from spark_jobs.fraud.jobs import engine_host
+
+    monkeypatch.setattr(engine_host, "MIN_SNAPSHOT_LOG_BYTES", 4_000)
+    checkpoint = str(tmp_path / "cp")
+    host = EngineHost(HostSpec(checkpoint, 0, 1, False, 0, 3_600_000, 1_000_000, 10_000))
+    offset, logged, sizes = 0, [], [0]  # change bytes since the last snapshot; its size
+    for batch_id, rows in enumerate(_traffic(3) + _traffic(4)):
+        host.evaluate(batch_id, _table(rows, offset), 1_000_000 + batch_id * 8_000, 0)
+        offset += len(rows)
+        host.write_changes(batch_id)
+        logged.append(len(host._changes))
+        due = sum(logged) >= max(4_000, sizes[-1])
+        host.maybe_snapshot(batch_id)  # Spark has committed it
+        assert (host.snapshots.in_flight == batch_id) == due, (batch_id, logged, sizes)
+        if due:
+            assert host.snapshots.poll(wait=True) == batch_id
+            sizes.append(host.files.snapshot_size(batch_id))
+            logged = []
+    assert len(sizes) >= 3 and max(sizes[1:-1]) > 4_000, (
+        "the traffic must make a snapshot wait for more than the floor", sizes)
+
+    restarted = EngineHost(HostSpec(checkpoint, 0, 1, False, 0, 3_600_000, 1_000_000, 10_000))
+    restarted.restore(batch_id)
+    assert restarted.snapshots.size == sizes[-1]
+    assert restarted.snapshot_due(batch_id) == (sum(logged) >= max(4_000, sizes[-1]))
+
+
+def test_a_snapshot_is_taken_after_snapshot_every_batches_whatever_their_size(tmp_path):
+    checkpoint = str(tmp_path / "cp")
+    host = EngineHost(HostSpec(checkpoint, 0, 1, False, 0, 3_600_000, 1_000_000, 4))
+    offset, taken = 0, []
+    for batch_id, rows in enumerate(_traffic(5)):
+        host.evaluate(batch_id, _table(rows, offset), 1_000_000 + batch_id * 8_000, 0)
+        offset += len(rows)
+        host.write_changes(batch_id)
+        host.maybe_snapshot(batch_id)
+        if host.snapshots.in_flight is not None:
+            taken.append(host.snapshots.poll(wait=True))
+    assert taken == [3, 7, 11]  # from -1 (no snapshot) every 4 batches; 12 batches of traffic

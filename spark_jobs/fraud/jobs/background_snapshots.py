@@ -1,8 +1,8 @@
 """Engine snapshots taken in a forked child, so a micro-batch never waits for one.
 
 A snapshot pickles the whole engine state, which takes far longer than a batch at the
-benchmark's state size: a stall of the driver's sink, and so of every alert, each
-`fraud.snapshot_every` batches (BENCHMARKS.md, issue 5). `os.fork()`, cheap even for a large
+benchmark's state size: a stall of the driver's sink, and so of every alert, at every
+snapshot (BENCHMARKS.md, issue 5). `os.fork()`, cheap even for a large
 driver, gives a child a copy-on-write image of the state as it is at that moment; the child
 pickles it and writes a temporary file of its own while the parent goes on with the next
 batches. The parent gives the file its name and prunes what it replaces once the child has
@@ -76,6 +76,7 @@ class BackgroundSnapshots:
         self._child: int | None = None
         self._batch: int | None = None
         self._started = 0.0
+        self.size = 0  # bytes of the newest snapshot written (set by its owner after a restore)
 
     @property
     def in_flight(self) -> int | None:
@@ -88,7 +89,9 @@ class BackgroundSnapshots:
         if self._batch is not None:
             raise RuntimeError(f"the snapshot of batch {self._batch} is still being written")
         if self.files.local_folder is None:
-            self.files.write_snapshot(batch_id, take())
+            data = take()
+            self.files.write_snapshot(batch_id, data)
+            self.size = len(data)
             return
         collecting = gc.isenabled()
         gc.disable()  # the child inherits it off; see the module docstring
@@ -128,6 +131,7 @@ class BackgroundSnapshots:
                 self.files.discard_snapshot(batch, child)
                 return None
             self.files.publish_snapshot(batch, child)
+            self.size = self.files.snapshot_size(batch)
         except OSError as exc:
             LOG.warning("the engine snapshot of batch %s could not be published (%s); the "
                         "change files stay and a later snapshot replaces them", batch, exc)

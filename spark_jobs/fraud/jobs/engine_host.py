@@ -6,9 +6,16 @@ by an EngineHost: shard 0 in the driver's own process, the others in processes o
 sees every transaction of the batch and applies, in arrival order, the rules messages its
 shard owns. Its state is kept in memory from batch to batch and made durable in the query's
 checkpoint: the batch's changes in one file per batch, written before the batch's outputs are
-committed, and a snapshot every `fraud.snapshot_every` committed batches, taken in a forked
-child (engine_state_files, background_snapshots). A restarted job rebuilds each host's state
-after the last committed batch and Spark replays the next one.
+committed, and now and then a snapshot of a committed batch, taken in a forked child
+(engine_state_files, background_snapshots). A restarted job rebuilds each host's state after
+the last committed batch and Spark replays the next one.
+
+When to snapshot follows the spark mode's rule (processors/shard_state.py): once the change
+files since the last snapshot outweigh it, and at least MIN_SNAPSHOT_LOG_BYTES, so that a
+restart reads about twice the state at most; or after `fraud.snapshot_every` batches, which
+bounds the number of files. A count of batches alone snapshotted a slow stream's small state
+every few seconds (every one a fork and a CPU burst, BENCHMARKS.md) and let a fast stream's
+change files grow to gigabytes between two snapshots.
 """
 
 from __future__ import annotations
@@ -43,6 +50,9 @@ if TYPE_CHECKING:  # an engine process imports no more than evaluation needs (st
 OnAlert = Callable[[list[dict[str, Any]], int], None]
 
 DRIVER_SHARD = 0  # the shard of a single engine (the shadow recomputation's)
+# change-file bytes a snapshot waits for at least: the change files replay at 5-9 MB/s on a
+# 2-core machine (BENCHMARKS.md), so a restart replays a small state's files in ~10 s at most
+MIN_SNAPSHOT_LOG_BYTES = 64 << 20
 
 
 class InputRow(NamedTuple):
@@ -126,6 +136,7 @@ class EngineHost:
         self.store: LoggedStore | None = None
         self.applied: int | None = None  # the batch the in-memory state is the state after
         self._snapshot_of = -1
+        self._change_bytes = 0  # of the change files written since (or since one in flight)
         self._cleanup_at: int | None = None
         self._changes = b""  # the last evaluated batch's, persisted just before its commit
 
@@ -145,20 +156,31 @@ class EngineHost:
                                   late_retention_ms=spec.late_retention_ms,
                                   max_message_bytes=spec.max_message_bytes)
         self.applied, self._snapshot_of = batch_id, -1 if base is None else base
+        self.snapshots.size = 0 if snapshot is None else len(snapshot)
+        self._change_bytes = sum(map(len, changes))
         self._cleanup_at = None
 
     def maybe_snapshot(self, committed: int) -> None:
         """Replace the change files up to `committed` (a batch Spark has committed) by a
-        snapshot, every `fraud.snapshot_every` batches, written in the background."""
+        snapshot written in the background, when they call for one (snapshot_due)."""
         snapshots = self.snapshots
         if snapshots.poll() is not None or snapshots.in_flight is not None:
             return
         if self.applied != committed:  # memory is not the state after it: nothing to take
             return
-        if committed - self._snapshot_of >= self.spec.snapshot_every:
+        if self.snapshot_due(committed):
             assert self.store is not None
             snapshots.start(committed, self.store.snapshot)
-            self._snapshot_of = committed  # a failed one is retried snapshot_every later
+            # a failed one is retried once as many batches or bytes have come again
+            self._snapshot_of, self._change_bytes = committed, 0
+
+    def snapshot_due(self, committed: int) -> bool:
+        """Whether the change files since the last snapshot (up to `committed`) should give
+        way to one: they outweigh it (and MIN_SNAPSHOT_LOG_BYTES), or they are
+        `fraud.snapshot_every` batches."""
+        if committed - self._snapshot_of >= self.spec.snapshot_every:
+            return True
+        return self._change_bytes >= max(MIN_SNAPSHOT_LOG_BYTES, self.snapshots.size)
 
     def evaluate(self, batch_id: int, table: pa.Table, watermark: int, now_ms: int,
                  on_alert: OnAlert | None = None) -> pa.Table:
@@ -176,6 +198,7 @@ class EngineHost:
     def write_changes(self, batch_id: int) -> None:
         """Persist the evaluated batch's changes: the state after batch_id is durable."""
         self.files.write_changes(batch_id, self._changes)
+        self._change_bytes += len(self._changes)
         self.applied = batch_id
 
     def close(self) -> None:

@@ -112,6 +112,10 @@ class EngineStateFiles:
             if info.base_name.startswith(f".{SNAPSHOT}") and info.base_name.endswith(".tmp"):
                 self.filesystem.delete_file(info.path)
 
+    def snapshot_size(self, batch_id: int) -> int:
+        """The bytes of the snapshot of `batch_id`."""
+        return self.filesystem.get_file_info(f"{self.folder}/{SNAPSHOT}{batch_id}").size
+
     def discard_snapshot(self, batch_id: int, writer: int) -> None:
         """Remove what a failed snapshot writer left, if anything."""
         temporary = self.snapshot_temporary(batch_id, writer)

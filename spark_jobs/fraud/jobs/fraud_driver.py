@@ -8,8 +8,8 @@ are split over `fraud.shards` engines (fraud.core.rule_routing), shard 0 in the 
 process and each other one in a process of its own (engine_process), so that a batch is
 evaluated on every core of the driver's machine at once (numbers in BENCHMARKS.md, issues 5
 and 15). Durability comes from the query's checkpoint: each engine writes its batch's state
-changes there before the batch's `fraud_alerts` commit, and a snapshot every
-`fraud.snapshot_every` committed batches (engine_host); a restarted job rebuilds the state of
+changes there before the batch's `fraud_alerts` commit, and a snapshot now and then, when the
+change files outweigh it (engine_host); a restarted job rebuilds the state of
 the last committed batch and Spark replays the next one.
 A batch is evaluated and delivered in the background while Spark commits it and reads and
 plans the next one, so the engines and the JVM work at the same time; the batch's input is
