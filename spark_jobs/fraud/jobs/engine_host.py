@@ -39,7 +39,7 @@ from spark_jobs.fraud.core.output_rows import (
 from spark_jobs.fraud.core.rule_routing import for_shard
 from spark_jobs.fraud.jobs.background_snapshots import BackgroundSnapshots
 from spark_jobs.fraud.jobs.engine_state_files import EngineStateFiles
-from spark_jobs.fraud.processors.resident import raise_young_threshold
+from spark_jobs.fraud.processors.resident import raise_young_threshold, rebuilding
 from spark_jobs.streaming.future_rows import FUTURE_COLUMN
 
 if TYPE_CHECKING:  # an engine process imports no more than evaluation needs (start-up)
@@ -146,9 +146,10 @@ class EngineHost:
         if self.applied == batch_id and self.engine is not None:
             return
         snapshot, changes, base = self.files.state_after(batch_id)
-        store = LoggedStore.restore(snapshot)
-        for change in changes:
-            store.apply_changes(change)
+        with rebuilding():
+            store = LoggedStore.restore(snapshot)
+            for change in changes:
+                store.apply_changes(change)
         spec = self.spec
         raise_young_threshold()
         self.store = store

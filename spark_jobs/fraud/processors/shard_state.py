@@ -32,6 +32,7 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessorHandle
 from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 
 from spark_jobs.fraud.core.changelog import LoggedStore
+from spark_jobs.fraud.processors.resident import rebuilding
 
 HEAD = StructType([StructField("seq", LongType()), StructField("nonce", LongType()),
                    StructField("snapshot_seq", LongType()),
@@ -91,13 +92,15 @@ class ShardState:
         if copy is not None and head.first_log <= seq < head.seq \
                 and self._change(seq)[0] == copy_version[1]:
             put: set[tuple[int, str]] = set()
-            for later in range(seq + 1, head.seq + 1):
-                put |= copy.apply_changes(self._change(later)[1])
+            with rebuilding():
+                for later in range(seq + 1, head.seq + 1):
+                    put |= copy.apply_changes(self._change(later)[1])
             return copy, put
         snapshot = self._snapshot.get()
-        store = LoggedStore.restore(None if snapshot is None else bytes(snapshot[2]))
-        for later in range(head.snapshot_seq + 1, head.seq + 1):
-            store.apply_changes(self._change(later)[1])
+        with rebuilding():
+            store = LoggedStore.restore(None if snapshot is None else bytes(snapshot[2]))
+            for later in range(head.snapshot_seq + 1, head.seq + 1):
+                store.apply_changes(self._change(later)[1])
         return store, None
 
     def _change(self, seq: int) -> tuple[int, bytes]:
