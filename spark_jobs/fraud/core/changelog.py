@@ -160,10 +160,17 @@ class LoggedStore(MemoryStore):
 
     def _extend_window(self, rule_id: int, key: str, cut: int, times: list[int],
                        values: list[str]) -> None:
-        stored = MemoryStore.get_window(self, rule_id, key)
+        stored = self.by_rule.get(rule_id, {}).get(key)
         if stored is None:
             raise ValueError(f"a fraud state log extends window {rule_id} {key}, which the "
                              "state it is replayed on does not have")
+        if type(stored) is tuple:  # as replayed or restored: its lists, changed in place
+            kept_times, kept_values = stored
+            del kept_times[:cut]
+            del kept_values[:cut]
+            kept_times.extend(times)
+            kept_values.extend(values)
+            return
         window = ExactWindow.load(stored)
         window.apply_log_delta(cut, times, values)
         MemoryStore.put_window(self, rule_id, key, window)

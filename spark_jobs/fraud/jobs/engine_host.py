@@ -50,8 +50,8 @@ if TYPE_CHECKING:  # an engine process imports no more than evaluation needs (st
 OnAlert = Callable[[list[dict[str, Any]], int], None]
 
 DRIVER_SHARD = 0  # the shard of a single engine (the shadow recomputation's)
-# change-file bytes a snapshot waits for at least: the change files replay at 5-9 MB/s on a
-# 2-core machine (BENCHMARKS.md), so a restart replays a small state's files in ~10 s at most
+# change-file bytes a snapshot waits for at least: change files replay at ~16 MB/s on a 2-core
+# machine (bench.fraud_restore), so a restart replays a small state's files in ~4 s at most
 MIN_SNAPSHOT_LOG_BYTES = 64 << 20
 
 
