@@ -277,8 +277,44 @@ def test_a_snapshot_is_taken_once_the_change_files_outweigh_the_last(tmp_path, m
 
     restarted = EngineHost(HostSpec(checkpoint, 0, 1, False, 0, 3_600_000, 1_000_000, 10_000))
     restarted.restore(batch_id)
-    assert restarted.snapshots.size == sizes[-1]
+    assert restarted.snapshots.size == sizes[-1] and restarted._change_bytes == sum(logged)
     assert restarted.snapshot_due(batch_id) == (sum(logged) >= max(4_000, sizes[-1]))
+
+
+def test_a_rebuild_during_a_snapshot_counts_only_the_files_after_it(tmp_path, monkeypatch):
+    """A batch that fails while a snapshot is being written makes the host rebuild from the
+    files, which still hold the older snapshot and every change file since: the snapshot in
+    flight replaces them once published, so they must not count towards the next one."""
+    from spark_jobs.fraud.jobs import engine_host
+
+    monkeypatch.setattr(engine_host, "MIN_SNAPSHOT_LOG_BYTES", 4_000)
+    host = EngineHost(HostSpec(str(tmp_path / "cp"), 0, 1, False, 0, 3_600_000, 1_000_000,
+                               10_000))
+    offset, taken = 0, None
+    for batch_id, rows in enumerate(_traffic(3)):
+        host.evaluate(batch_id, _table(rows, offset), 1_000_000 + batch_id * 8_000, 0)
+        offset += len(rows)
+        host.write_changes(batch_id)
+        host.maybe_snapshot(batch_id)
+        if host.snapshots.in_flight is not None:
+            taken = batch_id
+            break
+    assert taken is not None, "the traffic is too small to start a snapshot"
+    host.applied = None  # as a failed evaluation leaves it
+    host.restore(taken)
+    assert host.snapshots.in_flight == taken and host._change_bytes == 0
+    assert host.snapshots.poll(wait=True) == taken
+    assert not host.snapshot_due(taken)
+
+
+def test_a_host_removes_what_unfinished_snapshots_left(tmp_path):
+    spec = HostSpec(str(tmp_path / "cp"), 0, 1, False, 0, 3_600_000, 1_000_000, 10_000)
+    folder = EngineHost(spec).files.folder
+    orphan = tmp_path / "cp" / "engine" / ".snapshot-7.4242.tmp"
+    orphan.write_bytes(b"half a snapshot")
+    assert folder.endswith("engine")
+    EngineHost(spec)  # a restarted job
+    assert not orphan.exists()
 
 
 def test_a_snapshot_is_taken_after_snapshot_every_batches_whatever_their_size(tmp_path):

@@ -59,7 +59,8 @@ def test_a_rebuild_runs_without_the_collector_and_freezes_what_it_made(collector
         gc.enable()
 
 
-def test_a_host_rebuilds_its_state_with_the_collector_off(tmp_path, monkeypatch) -> None:
+def test_a_host_rebuilds_its_state_with_the_collector_off(tmp_path, monkeypatch,
+                                                          collector: None) -> None:
     from spark_jobs.fraud.core.changelog import LoggedStore
     from spark_jobs.fraud.jobs.engine_host import EngineHost, HostSpec
 

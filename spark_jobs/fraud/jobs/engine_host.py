@@ -11,8 +11,9 @@ committed, and now and then a snapshot of a committed batch, taken in a forked c
 the last committed batch and Spark replays the next one.
 
 When to snapshot follows the spark mode's rule (processors/shard_state.py): once the change
-files since the last snapshot outweigh it, and at least MIN_SNAPSHOT_LOG_BYTES, so that a
-restart reads about twice the state at most; or after `fraud.snapshot_every` batches, which
+files since the last snapshot outweigh it, and at least MIN_SNAPSHOT_LOG_BYTES (the spark
+mode's floor is 1 MB: there a snapshot is a state-store write, here a fork), so that a restart
+reads about twice the state while snapshots succeed; or after `fraud.snapshot_every` batches, which
 bounds the number of files. A count of batches alone snapshotted a slow stream's small state
 every few seconds (every one a fork and a CPU burst, BENCHMARKS.md) and let a fast stream's
 change files grow to gigabytes between two snapshots.
@@ -50,8 +51,8 @@ if TYPE_CHECKING:  # an engine process imports no more than evaluation needs (st
 OnAlert = Callable[[list[dict[str, Any]], int], None]
 
 DRIVER_SHARD = 0  # the shard of a single engine (the shadow recomputation's)
-# change-file bytes a snapshot waits for at least: change files replay at ~16 MB/s on a 2-core
-# machine (bench.fraud_restore), so a restart replays a small state's files in ~4 s at most
+# change-file bytes a snapshot waits for at least: change files replay at ~21 MB/s on a 2-core
+# machine (bench.fraud_restore), so a restart replays a small state's files in ~3 s at most
 MIN_SNAPSHOT_LOG_BYTES = 64 << 20
 
 
@@ -131,6 +132,7 @@ class EngineHost:
         self.files = EngineStateFiles(spec.checkpoint, spec.shard)
         if spec.shard == 0:
             self.files.pin_shards(spec.shards)
+        self.files.discard_unfinished_snapshots()  # a killed job's; this process has none yet
         self.snapshots = BackgroundSnapshots(self.files)
         self.engine: FraudEngine | None = None
         self.store: LoggedStore | None = None
@@ -156,9 +158,14 @@ class EngineHost:
         self.engine = FraudEngine(store, spec.alert_on_late_events, spec.bucket_ms,
                                   late_retention_ms=spec.late_retention_ms,
                                   max_message_bytes=spec.max_message_bytes)
-        self.applied, self._snapshot_of = batch_id, -1 if base is None else base
-        self.snapshots.size = 0 if snapshot is None else len(snapshot)
-        self._change_bytes = sum(map(len, changes))
+        start = -1 if base is None else base  # changes[0] is batch start + 1's
+        self.applied, self.snapshots.size = batch_id, 0 if snapshot is None else len(snapshot)
+        # a snapshot still being written (a batch failed meanwhile) replaces the files up to
+        # its batch once published: only the change files after it count towards the next
+        in_flight = self.snapshots.in_flight
+        self._snapshot_of = start if in_flight is None else max(start, in_flight)
+        self._change_bytes = sum(len(change) for batch, change in enumerate(changes, start + 1)
+                                 if batch > self._snapshot_of)
         self._cleanup_at = None
 
     def maybe_snapshot(self, committed: int) -> None:

@@ -108,6 +108,11 @@ class EngineStateFiles:
         final = f"{self.folder}/{SNAPSHOT}{batch_id}"
         self.filesystem.move(self.snapshot_temporary(batch_id, writer), final)
         self._prune(batch_id)
+        self.discard_unfinished_snapshots()
+
+    def discard_unfinished_snapshots(self) -> None:
+        """Remove the temporary files of snapshots never published (their writer failed, or
+        its parent was killed): as big as the state, and never read."""
         for info in self.filesystem.get_file_info(pafs.FileSelector(self.folder)):
             if info.base_name.startswith(f".{SNAPSHOT}") and info.base_name.endswith(".tmp"):
                 self.filesystem.delete_file(info.path)

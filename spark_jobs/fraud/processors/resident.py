@@ -101,10 +101,12 @@ def rebuilding() -> Iterator[None]:
 
     Unpickling and replaying create the engine's windows by the million, each one a young
     object the collector would scan again and again as it promotes them, and full
-    collections rescan every window made so far: with the collector on, a 70 MB snapshot
-    took 3.4 CPU s to load and 124 MB of change logs 30 s to replay, against 1.1 and 7.9 s
-    with it off (BENCHMARKS.md, 2026-11-29 third session). The state holds no cycles, so
-    nothing is left uncollected: reference counting frees what the rebuild drops."""
+    collections rescan every window made so far: with the collector on, a 38 MB snapshot
+    and 62 MB of change files took 13.5 CPU s to rebuild, 124 MB of change files alone
+    20.3 s, against 5.3 and 7.5 s with it off (bench.fraud_restore; BENCHMARKS.md, 2026-11-29
+    third session). The state holds no cycles: reference counting frees what the rebuild
+    drops. Cyclic garbage that other threads make meanwhile is frozen with the rest, and
+    freed by the full collection every FULL_COLLECTION_EVERY batches, as after a batch."""
     collecting = gc.isenabled()
     gc.disable()
     try:
