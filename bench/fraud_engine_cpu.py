@@ -38,6 +38,13 @@ NAME = "fraud_engine_cpu"
 START_MS = 1_795_000_000_000  # fixed, so that the alerts digest compares across runs
 
 
+def benchmark_traffic(count: int, event_rate: float) -> tuple[list[str], list[int]]:
+    """The transactions' texts and event times (bench.fraud_throughput's traffic, a fixed
+    start so that alert digests compare across runs)."""
+    profile = traffic(count, event_rate, START_MS)
+    return [transaction_text(t) for t in profile], [t["eventTime"] for t in profile]
+
+
 def run_once(texts: list[str], times: list[int], store_kind: str, batch: int,
              shard: int = 0, shards: int = 1) -> dict[str, Any]:
     """One pass over the traffic with a fresh engine holding shard `shard` of `shards` of the
@@ -104,10 +111,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     machine = machine_info()
-    profile = traffic(args.transactions, args.event_rate, START_MS)
     # the alert text embeds no wall clock (now_ms 0): the digest compares across runs
-    texts = [transaction_text(t) for t in profile]
-    times = [t["eventTime"] for t in profile]
+    texts, times = benchmark_traffic(args.transactions, args.event_rate)
     runs: dict[str, list[dict[str, Any]]] = {}
     for kind in args.stores.split(","):
         runs[kind] = [run_sharded(texts, times, kind, args.batch, args.shards)

@@ -22,15 +22,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from bench.common import machine_info, publish_result
-from bench.fraud_engine_cpu import START_MS
-from bench.fraud_throughput import LATENESS, traffic
+from bench.fraud_engine_cpu import benchmark_traffic
+from bench.fraud_throughput import LATENESS
 from spark_jobs.config.durations import parse_duration_ms
 from spark_jobs.fraud.core.changelog import LoggedStore
 from spark_jobs.fraud.core.engine import FraudEngine
 from spark_jobs.fraud.jobs.engine_host import EngineHost, HostSpec
 from spark_jobs.fraud.jobs.engine_state_files import EngineStateFiles
 from spark_jobs.fraud.processors.resident import raise_young_threshold, settle_garbage_collector
-from spark_jobs.fraud.traffic import benchmark_rules, transaction_text
+from spark_jobs.fraud.traffic import benchmark_rules
 
 NAME = "fraud_restore"
 
@@ -92,9 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     machine = machine_info()
-    profile = traffic(args.transactions, args.event_rate, START_MS)
-    texts = [transaction_text(t) for t in profile]
-    times = [t["eventTime"] for t in profile]
+    texts, times = benchmark_traffic(args.transactions, args.event_rate)
     batches = -(-args.transactions // args.batch)
     snapshot_after = round(batches * args.snapshot_at) - 1 if args.snapshot_at > 0 else None
     with tempfile.TemporaryDirectory(prefix="fraud-restore-") as checkpoint:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import random
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -250,6 +251,18 @@ def test_engine_processes_start_all_or_none(make_settings, monkeypatch):
         sink.close()
 
 
+def _committed(host: EngineHost, batches: list[list[tuple[str, int, bytes]]]
+               ) -> Iterator[int]:
+    """Each batch through the host and its changes written, as the sink does before Spark
+    commits the batch: the batch's id, once it is durable."""
+    offset = 0
+    for batch_id, rows in enumerate(batches):
+        host.evaluate(batch_id, _table(rows, offset), 1_000_000 + batch_id * 8_000, 0)
+        offset += len(rows)
+        host.write_changes(batch_id)
+        yield batch_id
+
+
 def test_a_snapshot_is_taken_once_the_change_files_outweigh_the_last(tmp_path, monkeypatch):
     """Driver state snapshots by size, as the spark mode does: once the change files since
     the last snapshot hold at least its bytes (and the floor), not every N batches; a
@@ -259,11 +272,8 @@ def test_a_snapshot_is_taken_once_the_change_files_outweigh_the_last(tmp_path, m
     monkeypatch.setattr(engine_host, "MIN_SNAPSHOT_LOG_BYTES", 4_000)
     checkpoint = str(tmp_path / "cp")
     host = EngineHost(HostSpec(checkpoint, 0, 1, False, 0, 3_600_000, 1_000_000, 10_000))
-    offset, logged, sizes = 0, [], [0]  # change bytes since the last snapshot; its size
-    for batch_id, rows in enumerate(_traffic(3) + _traffic(4)):
-        host.evaluate(batch_id, _table(rows, offset), 1_000_000 + batch_id * 8_000, 0)
-        offset += len(rows)
-        host.write_changes(batch_id)
+    logged, sizes = [], [0]  # change bytes since the last snapshot; its size
+    for batch_id in _committed(host, _traffic(3) + _traffic(4)):
         logged.append(len(host._changes))
         due = sum(logged) >= max(4_000, sizes[-1])
         host.maybe_snapshot(batch_id)  # Spark has committed it
@@ -290,11 +300,8 @@ def test_a_rebuild_during_a_snapshot_counts_only_the_files_after_it(tmp_path, mo
     monkeypatch.setattr(engine_host, "MIN_SNAPSHOT_LOG_BYTES", 4_000)
     host = EngineHost(HostSpec(str(tmp_path / "cp"), 0, 1, False, 0, 3_600_000, 1_000_000,
                                10_000))
-    offset, taken = 0, None
-    for batch_id, rows in enumerate(_traffic(3)):
-        host.evaluate(batch_id, _table(rows, offset), 1_000_000 + batch_id * 8_000, 0)
-        offset += len(rows)
-        host.write_changes(batch_id)
+    taken = None
+    for batch_id in _committed(host, _traffic(3)):
         host.maybe_snapshot(batch_id)
         if host.snapshots.in_flight is not None:
             taken = batch_id
@@ -320,11 +327,8 @@ def test_a_host_removes_what_unfinished_snapshots_left(tmp_path):
 def test_a_snapshot_is_taken_after_snapshot_every_batches_whatever_their_size(tmp_path):
     checkpoint = str(tmp_path / "cp")
     host = EngineHost(HostSpec(checkpoint, 0, 1, False, 0, 3_600_000, 1_000_000, 4))
-    offset, taken = 0, []
-    for batch_id, rows in enumerate(_traffic(5)):
-        host.evaluate(batch_id, _table(rows, offset), 1_000_000 + batch_id * 8_000, 0)
-        offset += len(rows)
-        host.write_changes(batch_id)
+    taken = []
+    for batch_id in _committed(host, _traffic(5)):
         host.maybe_snapshot(batch_id)
         if host.snapshots.in_flight is not None:
             taken.append(host.snapshots.poll(wait=True))
