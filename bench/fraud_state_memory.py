@@ -1,0 +1,73 @@
+"""Memory the fraud engine's state holds per transaction, in the process and pickled.
+
+The engine (ten benchmark rules, a LoggedStore as both job modes run it) takes
+`--transactions` of the benchmark traffic at `--event-rate`, in batches of `--batch` with the
+change log taken after each, and an infinitely old watermark, so that no entry expires: the
+RSS it grew by, divided by the transactions, is what each transaction costs while it is held.
+At steady state the state holds `fraud.lateness` + a rule's window + `fraud.late_retention`
+of traffic per rule, which gives the memory a rate needs.
+
+    .venv/bin/python -m bench.fraud_state_memory [--transactions 300000] [--event-rate 10000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+from collections.abc import Sequence
+
+from bench.common import machine_info, publish_result
+from bench.fraud_engine_cpu import benchmark_traffic
+from spark_jobs.fraud.core.changelog import LoggedStore
+from spark_jobs.fraud.core.engine import FraudEngine
+from spark_jobs.fraud.traffic import benchmark_rules
+
+NAME = "fraud_state_memory"
+
+
+def resident_bytes() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=f"bench.{NAME}", description=__doc__.split("\n")[0])
+    parser.add_argument("--transactions", type=int, default=300_000)
+    parser.add_argument("--event-rate", type=float, default=10_000.0)
+    parser.add_argument("--batch", type=int, default=10_000)
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args(argv)
+    machine = machine_info()
+    texts, times = benchmark_traffic(args.transactions, args.event_rate)
+    gc.collect()
+    before = resident_bytes()
+    store = LoggedStore()
+    engine = FraudEngine(store)
+    for text in benchmark_rules():
+        engine.on_rule(text, times[0] - 1000)
+    for first in range(0, len(texts), args.batch):
+        for text in texts[first:first + args.batch]:
+            engine.on_transaction(text, -(2**62), 0)
+        store.take_changes()
+    gc.collect()
+    grown = resident_bytes() - before
+    snapshot = len(store.snapshot())
+    result = {"benchmark": NAME, "machine": machine,
+              "params": {"transactions": args.transactions, "event_rate": args.event_rate},
+              "rss_grown_bytes": grown, "rss_bytes_per_transaction": round(grown / len(texts)),
+              "snapshot_bytes": snapshot,
+              "snapshot_bytes_per_transaction": round(snapshot / len(texts)),
+              "windows": sum(len(keys) for keys in store.by_rule.values())}
+
+    def summary(res: dict[str, object]) -> list[str]:
+        return [f"state held: {res['rss_bytes_per_transaction']} B of RSS and "
+                f"{res['snapshot_bytes_per_transaction']} B pickled per transaction "
+                f"({res['windows']:,} windows)"]
+
+    publish_result(NAME, args.out, result, summary)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
