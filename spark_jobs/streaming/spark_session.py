@@ -43,6 +43,8 @@ BASE_CONF: dict[str, str] = {
     "spark.driver.memory": "2g",
     "spark.sql.streaming.noDataMicroBatches.enabled": "true",
     "spark.python.worker.reuse": "true",
+    # workers forked with their imports done and frozen (streaming/worker_daemon.py)
+    "spark.python.daemon.module": "spark_jobs.streaming.worker_daemon",
     "spark.driver.extraJavaOptions": JIT_OPTIONS,
     "spark.executor.extraJavaOptions": JIT_OPTIONS,
 }

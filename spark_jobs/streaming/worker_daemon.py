@@ -1,0 +1,61 @@
+"""Spark's Python daemon, with what the workers import imported once, before it forks them.
+
+Why: Spark starts its Python workers by forking a daemon (`pyspark.daemon`). Each worker then
+imported pandas, pyarrow, pyspark's Arrow and state-client modules and the job's processors
+on its own (~0.6 CPU s per worker), and the daemon has every reused worker run a full
+`gc.collect()` after each task, which scanned those modules' ~80k objects again: ~30-37 ms
+per task, ~2.6 CPU s of a training_samples run of 242k records (BENCHMARKS.md, "the Python
+workers' imports done once"). Imported here and frozen (`gc.freeze`) before any fork, the
+modules are in every worker from its first instruction, their pages shared copy-on-write,
+and no collection of a worker visits them again.
+
+`spark.python.daemon.module` names this module (streaming/spark_session.py BASE_CONF); Spark
+runs it with `python -m` in each executor's Python, which imports this package as the driver
+does (the same virtualenv).
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib
+import sys
+from collections.abc import Sequence
+
+import pyspark.daemon
+
+# What the workers of Tideline's jobs import (their UDFs' modules and what those pull in).
+PREIMPORTED: tuple[str, ...] = (
+    "pandas",
+    "pyarrow",
+    "pyspark.sql.pandas.serializers",
+    "pyspark.sql.streaming.stateful_processor_api_client",
+    "pyspark.sql.streaming.stateful_processor_util",
+    "spark_jobs.experiments.processors.cap_processor",
+    "spark_jobs.experiments.processors.metrics_processor",
+    "spark_jobs.fraud.processors.shard_processor",
+    "spark_jobs.samples.processors.dedup_processor",
+    "spark_jobs.samples.processors.join_processor",
+)
+
+
+def preimport(names: Sequence[str] = PREIMPORTED) -> list[str]:
+    """Import `names`, then freeze everything alive so that no collection scans it again.
+    A module that fails to import is skipped with a warning on stderr (the daemon's stdout
+    is Spark's channel): a worker that needs it then raises the import's own error. Returns
+    the names that failed."""
+    failed = []
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # any failure: a worker that needs it reports it itself
+            failed.append(name)
+            print(f"tideline worker daemon: {name} not imported ahead ({exc!r})",
+                  file=sys.stderr)
+    gc.collect()  # what is garbage now is not frozen
+    gc.freeze()
+    return failed
+
+
+if __name__ == "__main__":
+    preimport()
+    pyspark.daemon.manager()
