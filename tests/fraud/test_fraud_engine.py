@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from spark_jobs.fraud.core.engine import FraudEngine, MemoryStore, Output
-from spark_jobs.fraud.core.windows import ExactWindow, window_size
+from spark_jobs.fraud.core.windows import ExactWindow, exact_entries, window_size
 
 MIN = 60_000
 
@@ -403,10 +403,7 @@ def test_rule_order_decides_alert_order():
 
 # -- state, clean-up, restart -------------------------------------------------------------------
 def window_times(engine: FraudEngine, rule_id: int, key: str) -> list[int]:
-    state = engine.store.get_window(rule_id, key)
-    if isinstance(state, ExactWindow):
-        return list(state.times)
-    return [] if state is None else list(state[0])
+    return list(exact_entries(engine.store.get_window(rule_id, key))[0])
 
 
 def test_cleanup_keeps_what_the_rules_window_still_needs():
@@ -426,6 +423,31 @@ def test_cleanup_keeps_what_the_rules_window_still_needs():
     assert engine.store.window_count() == 0
     assert engine.store.seen == {}
     assert engine.next_cleanup_ms(10 * MIN) is None
+
+
+def test_a_new_keys_window_is_kept_as_its_one_entry_until_a_second_comes():
+    """Most (rule, key) windows never see a second transaction: stored as the (time, value)
+    pair, not a window object and two lists (~300 B less each); the second entry makes it a
+    window, whose aggregate covers both."""
+    engine = FraudEngine(MemoryStore(), late_retention_ms=0)
+    engine.on_rule(rule(limit=25), 0)
+    engine.on_transaction(txn(1, 1_000, amount="10.50"), 0, 0)
+    assert engine.store.get_window(1, "{payeeId=1}") == (1_000, "10.50")
+    assert type(engine.store.get_window(1, "{payeeId=1}")) is tuple
+    assert window_size(engine.store.get_window(1, "{payeeId=1}")) == 1
+    assert fired(engine.on_transaction(txn(2, 2_000, amount="15"), 0, 0)) == [
+        (1, "{payeeId=1}", "25.50")]
+    stored = engine.store.get_window(1, "{payeeId=1}")
+    assert isinstance(stored, ExactWindow)
+    assert exact_entries(stored) == ([1_000, 2_000], ["10.50", "15"])
+
+
+def test_a_one_entry_window_compares_equal_in_every_stored_form():
+    assert ExactWindow([5], ["1.5"]) == (5, "1.5") == ExactWindow([5], ["1.5"])
+    assert ExactWindow([5], ["1.5"]) == ([5], ["1.5"])
+    assert ExactWindow([5], ["1.5"]) != (5, "1.6")
+    assert ExactWindow.load((5, "1.5")) == ExactWindow([5], ["1.5"])
+    assert exact_entries(None) == ([], [])
 
 
 def test_windows_are_trimmed_as_their_keys_see_transactions():

@@ -14,6 +14,7 @@ import pytest
 
 from spark_jobs.fraud.core.engine import FraudEngine, MemoryStore, Output
 from spark_jobs.fraud.core.retention import DEFAULT_LATE_RETENTION_MS
+from spark_jobs.fraud.core.windows import exact_entries
 from spark_jobs.fraud.settings import FraudSettings
 from spark_jobs.settings import load_settings
 
@@ -62,7 +63,7 @@ class Stream:
 
     def entries(self) -> list[int]:
         state = self.engine.store.get_window(1, KEY)
-        times = [] if state is None else list(state.times)
+        times = list(exact_entries(state)[0])
         return [t - T0 for t in times]
 
 

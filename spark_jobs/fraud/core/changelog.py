@@ -19,7 +19,7 @@ from array import array
 from typing import Any
 
 from spark_jobs.fraud.core.store import MemoryStore
-from spark_jobs.fraud.core.windows import ExactWindow
+from spark_jobs.fraud.core.windows import ExactWindow, exact_entries
 
 Change = tuple[Any, ...]
 
@@ -109,6 +109,8 @@ class LoggedStore(MemoryStore):
                         add_whole(rule_id, key, window.times, window.values)
                     else:
                         add_delta(rule_id, key, *delta)
+                elif type(window) is tuple and type(window[0]) is int:  # one exact entry
+                    add_whole(rule_id, key, *exact_entries(window))
                 elif window is not None:
                     log.append((_PUT_WINDOW, rule_id, key, window))
         if deltas.keys:
@@ -135,7 +137,8 @@ class LoggedStore(MemoryStore):
                     put.add((rule_id, key))
             elif op == _EXACT_WINDOWS:
                 for rule_id, key, times, values in unpacked(*args):
-                    MemoryStore.put_window(self, rule_id, key, (times, values))
+                    MemoryStore.put_window(self, rule_id, key, (times[0], values[0]) if len(
+                        times) == 1 else (times, values))  # one entry: as the engine keeps it
                     put.add((rule_id, key))
             elif op == _DELETE_WINDOW:
                 MemoryStore.delete_window(self, *args)
@@ -164,6 +167,9 @@ class LoggedStore(MemoryStore):
         if stored is None:
             raise ValueError(f"a fraud state log extends window {rule_id} {key}, which the "
                              "state it is replayed on does not have")
+        if type(stored) is tuple and type(stored[0]) is int:  # one entry: into lists
+            stored = exact_entries(stored)
+            MemoryStore.put_window(self, rule_id, key, stored)
         if type(stored) is tuple:  # as replayed or restored: its lists, changed in place
             kept_times, kept_values = stored
             del kept_times[:cut]

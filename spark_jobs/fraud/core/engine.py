@@ -268,7 +268,6 @@ class FraudEngine:
                 text = texts.get(rule.field)
                 if text is None:
                     text = texts[rule.field] = str(value)
-                window = start(event_time, text)
                 due = entry_end + window_ms + retention_ms
                 if schedule.next_ms is None or due < schedule.next_ms:
                     schedule.expires_at(due)
@@ -284,7 +283,7 @@ class FraudEngine:
                         if rule.resets:
                             store.delete_window(rule_id, key)
                             continue
-                put_window(rule_id, key, window.state())
+                put_window(rule_id, key, start(event_time, text))
                 continue
             window = load(state)
             # trim as we go, so that cleanup() mostly has idle keys left to visit

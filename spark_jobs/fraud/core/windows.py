@@ -14,11 +14,14 @@ from what it keeps.
 
 Only values are kept (the seed's "event pruning"): the rule's field of each transaction, or a
 1 for the COUNT_* fields. `state()` is plain data, lists of ints and of decimal strings, the
-form a state store keeps; `load()` wraps it again without copying. Values are kept as their
-exact decimal text rather than Decimal objects because a Spark-backed store pickles the state
-on every access: a list of strings pickles about ten times faster and a third smaller than a
-list of Decimals, maps to a plain string column, and only the entries of the window being
-aggregated are turned back into Decimals.
+form a state store keeps; `load()` wraps it again without copying. An exact window holding one
+entry, as every new key's window starts (most (rule, key) windows never get a second: each
+payee-beneficiary pair's), is stored as the pair (eventTime, value text) instead: an object
+and two lists cost ~300 B of memory more per window (BENCHMARKS.md, "one-entry windows").
+Values are kept as their exact decimal text rather than Decimal objects because a Spark-backed
+store pickles the state on every access: a list of strings pickles about ten times faster and
+a third smaller than a list of Decimals, maps to a plain string column, and only the entries
+of the window being aggregated are turned back into Decimals.
 """
 
 from __future__ import annotations
@@ -93,15 +96,21 @@ class ExactWindow:
         wrapped around stored (times, values) lists."""
         if isinstance(state, ExactWindow):
             return state
-        return cls() if state is None else cls(*state)
+        if state is None:
+            return cls()
+        first, second = state
+        if type(first) is int:  # one entry, as a window starts (window_starter)
+            return cls([first], [second])
+        return cls(first, second)
 
     def __reduce__(self) -> tuple[type[ExactWindow], tuple[list[int], list[str]]]:
         return (ExactWindow, (self.times, self.values))  # pickled without the running sums
 
     def __eq__(self, other: object) -> bool:
-        """Equal entries; a stored (times, values) state compares like the window it holds."""
+        """Equal entries; a stored state (lists, or one entry) compares like the window it
+        holds."""
         if isinstance(other, tuple) and len(other) == 2:
-            return (self.times, self.values) == other
+            return (self.times, self.values) == exact_entries(other)
         if not isinstance(other, ExactWindow):
             return NotImplemented
         return self.times == other.times and self.values == other.values
@@ -299,16 +308,18 @@ class _Buckets:
         return max(map(Decimal, self.window.maxs[self.start:self.end]))
 
 
-def window_starter(bucket_ms: int) -> Callable[[int, str], Window]:
-    """The function making a new window holding one entry (event time, value text), the
-    same as loading None and adding it: most transactions start a window for most rules
-    (a new key), and this skips the empty window's searches and inserts."""
+def window_starter(bucket_ms: int) -> Callable[[int, str], Any]:
+    """The function making the stored state of a new window holding one entry (event time,
+    value text), the same as loading None, adding it and taking `state()`: most transactions
+    start a window for most rules (a new key), and this skips the empty window's searches
+    and inserts. An exact one is the pair itself (`ExactWindow.load` reads it)."""
     if bucket_ms <= 0:
-        return lambda event_time, text: ExactWindow([event_time], [text])
+        return lambda event_time, text: (event_time, text)
 
-    def start(event_time: int, text: str) -> BucketWindow:
+    def start(event_time: int, text: str) -> tuple[list[int], list[str], list[int], list[str],
+                                                   list[str]]:
         start = event_time - event_time % bucket_ms
-        return BucketWindow(bucket_ms, ([start], [text], [1], [text], [text]))
+        return ([start], [text], [1], [text], [text])
 
     return start
 
@@ -327,4 +338,17 @@ def window_size(state: Any) -> int:
     entry."""
     if isinstance(state, ExactWindow):
         return len(state)
+    if state is not None and type(state[0]) is int:
+        return 1  # an exact window's one entry
     return 0 if state is None else len(state[0])
+
+
+def exact_entries(state: Any) -> tuple[list[int], list[str]]:
+    """The (event times, value texts) of an exact window's stored state, whichever form it
+    has (a window, its two lists, one entry, or None)."""
+    if state is None:
+        return [], []
+    if isinstance(state, ExactWindow):
+        return state.times, state.values
+    first, second = state
+    return ([first], [second]) if type(first) is int else (first, second)
