@@ -83,3 +83,24 @@ def test_rules_accept_exactly_the_entries():
     names = ", ".join(a.value for a in Aggregator)
     with pytest.raises(RuleError, match=f"expected one of {names}\\)$"):
         parsed("MEDIAN")
+
+
+@pytest.mark.parametrize("texts", [
+    ["1.5", "9223372036854775807", "9E+30"],  # sums outgrowing 64 bits: Python integers
+    ["1E-60", "2", "0.5"],  # more places than the running sums scale by: added up instead
+    ["1", "2", "0.001", "3.25"],  # a finer value after the sums were built: rebuilt
+])
+@pytest.mark.parametrize("aggregator", [Aggregator.SUM, Aggregator.AVG])
+def test_running_sums_stay_exact_at_any_magnitude_and_precision(texts, aggregator):
+    """Long windows answer from running sums of scaled integers: every value's exact
+    contribution, whatever its size or decimal places, also across expiry cuts."""
+    window, seen = ExactWindow(), []
+    for at in range(3 * RUNNING_SUMS_FROM):
+        value = Decimal(texts[0] if at < RUNNING_SUMS_FROM else texts[at % len(texts)])
+        window.add(at, value)
+        seen.append((at, value))
+        if at % 5 == 4:
+            window.expire(at - 2 * RUNNING_SUMS_FROM, 0)
+        low = max(0, at - 2 * RUNNING_SUMS_FROM)
+        assert same(window.aggregate(aggregator, at, at - low),
+                    aggregate(aggregator, inside(seen, low, at))), at
