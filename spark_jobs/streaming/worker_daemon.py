@@ -6,8 +6,14 @@ on its own (~0.6 CPU s per worker), and the daemon has every reused worker run a
 `gc.collect()` after each task, which scanned those modules' ~80k objects again: ~30-37 ms
 per task, ~2.6 CPU s of a training_samples run of 242k records (BENCHMARKS.md, "the Python
 workers' imports done once"). Imported here and frozen (`gc.freeze`) before any fork, the
-modules are in every worker from its first instruction, their pages shared copy-on-write,
-and no collection of a worker visits them again.
+modules are in every worker from its first instruction and no collection of a worker visits
+them again.
+
+Forking after these imports: numpy's OpenBLAS and pyarrow's jemalloc start native threads,
+and both stop or reset them around a fork (checked: children start with one thread and run
+BLAS and multi-threaded Arrow conversions). OpenBLAS is held to one thread unless the
+environment says otherwise: a task uses one core, and each worker would start a thread per
+core.
 
 `spark.python.daemon.module` names this module (streaming/spark_session.py BASE_CONF); Spark
 runs it with `python -m` in each executor's Python, which imports this package as the driver
@@ -18,8 +24,11 @@ from __future__ import annotations
 
 import gc
 import importlib
+import os
 import sys
 from collections.abc import Sequence
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy is imported (see above)
 
 import pyspark.daemon
 

@@ -87,7 +87,7 @@ def test_rules_accept_exactly_the_entries():
 
 @pytest.mark.parametrize("texts", [
     ["1.5", "9223372036854775807", "9E+30"],  # sums outgrowing 64 bits: Python integers
-    ["1E-60", "2", "0.5"],  # more places than the running sums scale by: added up instead
+    ["2", "1E-60", "0.5"],  # sixty places: the scaled sums are Python integers
     ["1", "2", "0.001", "3.25"],  # a finer value after the sums were built: rebuilt
 ])
 @pytest.mark.parametrize("aggregator", [Aggregator.SUM, Aggregator.AVG])

@@ -176,6 +176,8 @@ class LoggedStore(MemoryStore):
             del kept_values[:cut]
             kept_times.extend(times)
             kept_values.extend(values)
+            if len(kept_times) == 1:  # one entry left: stored as the engine stores it
+                MemoryStore.put_window(self, rule_id, key, (kept_times[0], kept_values[0]))
             return
         window = ExactWindow.load(stored)
         window.apply_log_delta(cut, times, values)
@@ -200,8 +202,12 @@ class LoggedStore(MemoryStore):
 
 
 def plain_state(window: Any) -> Any:
-    """A window as plain lists: pickles much faster than the object."""
-    return (window.times, window.values) if type(window) is ExactWindow else window
+    """A window as plain lists, or its one entry as a pair (as a new window is stored):
+    pickles much faster than the object."""
+    if type(window) is not ExactWindow:
+        return window
+    times, values = window.times, window.values
+    return (times[0], values[0]) if len(times) == 1 else (times, values)
 
 
 class ExactWindows:

@@ -77,9 +77,9 @@ class ExactWindow:
     re-adding every entry as a Decimal. The running sums are exact (unlimited precision) and
     only in memory: `state()` is unchanged. They are integers, the values scaled by
     10^_scale (the most decimal places among the window's values), kept 8 bytes each in an
-    array while they fit 64 bits (a Decimal each took 104 B, ~3 per transaction held with the
-    demo rules); a window whose values need more than MAX_SCALE places is added up entry by
-    entry instead.
+    array while they fit 64 bits, else in a list (a Decimal each took 104 B, ~3 per
+    transaction held with the demo rules). A finer value than the scale rebuilds them; the
+    JSON gate bounds how fine (keys.MAX_ADJUSTED_EXPONENT).
     The difference is given the exponent the plain sum would have (the smallest of 0 and the
     window's values'), so 2.50 + 1.5 still reads 4.00, whatever came before the window.
     """
@@ -101,7 +101,7 @@ class ExactWindow:
     @classmethod
     def load(cls, state: Any) -> ExactWindow:
         """The window itself (an in-memory store keeps it, running sums and all), or one
-        wrapped around stored (times, values) lists."""
+        wrapped around stored (times, values) lists, or around a stored one-entry pair."""
         if isinstance(state, ExactWindow):
             return state
         if state is None:
@@ -145,15 +145,11 @@ class ExactWindow:
             else:
                 self._prefix = None  # out of order or finer: rebuilt when next needed
 
-    def _running_sums(self) -> array[int] | list[int] | None:
-        """The running sums, built if needed; None when the values have too many decimal
-        places to scale (hostile input: add them up instead)."""
+    def _running_sums(self) -> array[int] | list[int]:
         if self._prefix is None:
             decimals = list(map(Decimal, self.values))
             exponents = [_exponent(value) for value in decimals]
             scale = max(0, -min(exponents, default=0))
-            if scale > MAX_SCALE:
-                return None
             running, sums = 0, []
             for value in decimals:
                 running += _scaled(value, scale)
@@ -172,14 +168,12 @@ class ExactWindow:
         of_sums = aggregator.of_sums
         if end - start >= RUNNING_SUMS_FROM and of_sums is not None:
             prefix = self._running_sums()
-            if prefix is not None:
-                before = prefix[start - 1] if start else self._base
-                exponent = min(0, min(self._exponents[start:end]))  # sum() starts from 0
-                total = Decimal(prefix[end - 1] - before).scaleb(
-                    -self._scale, context=EXACT).quantize(
-                    _UNIT[exponent] if exponent in _UNIT else Decimal((0, (1,), exponent)),
-                    context=EXACT)
-                return of_sums(total, end - start)
+            before = prefix[start - 1] if start else self._base
+            exponent = min(0, min(self._exponents[start:end]))  # sum() starts from 0
+            total = Decimal(prefix[end - 1] - before).scaleb(-self._scale, context=EXACT).quantize(
+                _UNIT[exponent] if exponent in _UNIT else Decimal((0, (1,), exponent)),
+                context=EXACT)
+            return of_sums(total, end - start)
         if start == end:
             return None
         return aggregator.of_values(list(map(Decimal, self.values[start:end])))
@@ -235,7 +229,6 @@ class ExactWindow:
 
 
 RUNNING_SUMS_FROM = 16  # entries in the window; shorter ones are simply added up
-MAX_SCALE = 40  # decimal places the running sums scale values by, at most
 _UNIT = {e: Decimal((0, (1,), e)) for e in range(-12, 4)}
 
 
@@ -342,9 +335,9 @@ class _Buckets:
 
 def window_starter(bucket_ms: int) -> Callable[[int, str], Any]:
     """The function making the stored state of a new window holding one entry (event time,
-    value text), the same as loading None, adding it and taking `state()`: most transactions
+    value text), holding what loading None and adding it would hold: most transactions
     start a window for most rules (a new key), and this skips the empty window's searches
-    and inserts. An exact one is the pair itself (`ExactWindow.load` reads it)."""
+    and inserts. An exact one is stored as the pair itself (`ExactWindow.load` reads it)."""
     if bucket_ms <= 0:
         return lambda event_time, text: (event_time, text)
 
