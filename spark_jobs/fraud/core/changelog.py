@@ -136,9 +136,8 @@ class LoggedStore(MemoryStore):
                     self._extend_window(rule_id, key, cut, times, values)
                     put.add((rule_id, key))
             elif op == _EXACT_WINDOWS:
-                for rule_id, key, times, values in unpacked(*args):
-                    MemoryStore.put_window(self, rule_id, key, (times[0], values[0]) if len(
-                        times) == 1 else (times, values))  # one entry: as the engine keeps it
+                for rule_id, key, state in stored_states(*args):
+                    MemoryStore.put_window(self, rule_id, key, state)
                     put.add((rule_id, key))
             elif op == _DELETE_WINDOW:
                 MemoryStore.delete_window(self, *args)
@@ -259,6 +258,23 @@ def unpacked_deltas(*packed: Any) -> list[tuple[int, str, int, list[int], list[s
     *columns, cuts = packed
     return [(rule_id, key, cut, times, values) for (rule_id, key, times, values), cut
             in zip(unpacked(*columns), cuts, strict=True)]
+
+
+def stored_states(rule_ids: list[int], key_lengths: list[int], keys: str, lengths: list[int],
+                  times: bytes, values: str) -> list[tuple[int, str, tuple[Any, Any]]]:
+    """ExactWindows.packed() back as (rule_id, key, stored state) per window: its (times,
+    values) lists, or its one entry as the (time, value) pair the engine starts it as."""
+    all_times = array("q", times).tolist()
+    all_values = values.split(",") if values else []
+    found: list[tuple[int, str, tuple[Any, Any]]] = []
+    key_at, at = 0, 0
+    for rule_id, key_length, length in zip(rule_ids, key_lengths, lengths, strict=True):
+        end = at + length
+        found.append((rule_id, keys[key_at:key_at + key_length],
+                      (all_times[at], all_values[at]) if length == 1
+                      else (all_times[at:end], all_values[at:end])))
+        key_at, at = key_at + key_length, end
+    return found
 
 
 def unpacked(rule_ids: list[int], key_lengths: list[int], keys: str, lengths: list[int],
