@@ -450,6 +450,21 @@ def test_a_one_entry_window_compares_equal_in_every_stored_form():
     assert exact_entries(None) == ([], [])
 
 
+def test_every_window_holds_one_shared_text_per_amount():
+    """A transaction's value text is made once and shared by every rule's window it enters,
+    new or long, and equal amounts of other transactions share it too: a text per rule and
+    transaction was most of the state held (~440 B per transaction with the demo rules)."""
+    engine = FraudEngine(MemoryStore(), late_retention_ms=0)
+    engine.on_rule(rule(1, limit=10**6), 0)
+    engine.on_rule(rule(2, keys=("payeeId", "beneficiaryId"), agg="MAX", limit=10**6), 0)
+    engine.on_rule(rule(3, agg="MIN", limit=10**6, minutes=2), 0)
+    for number in range(4):  # the payee's windows grow; each pair's starts as one entry
+        engine.on_transaction(txn(number, number, amount="12.50", beneficiaryId=number), 0, 0)
+    texts = [text for _rule, _key, state in engine.store.windows()
+             for text in exact_entries(state)[1]]
+    assert len(texts) == 4 + 4 + 4 and set(texts) == {"12.50"}
+    assert len({id(text) for text in texts}) == 1
+
 def test_windows_are_trimmed_as_their_keys_see_transactions():
     engine = make(late_retention_ms=0)
     engine.on_rule(count_rule(limit=99, minutes=1), 0)

@@ -27,6 +27,7 @@ import functools
 import heapq
 from collections import Counter
 from decimal import Decimal
+from sys import intern
 
 from spark_jobs.contracts.json_gate import DEFAULT_MAX_MESSAGE_BYTES
 from spark_jobs.contracts.reasons import DUPLICATE, MALFORMED
@@ -246,7 +247,10 @@ class FraudEngine:
         schedule = self._schedule
         outputs: list[Output] = []
         keys: dict[tuple[str, ...], str] = {}
-        texts: dict[str, str] = {}  # field -> its value's text, for the new windows
+        # field -> its value's text, one string for every window of this transaction, and
+        # interned: equal amounts of different transactions share it too (most of the state
+        # held is these texts otherwise; BENCHMARKS.md)
+        texts: dict[str, str] = {}
         firsts: dict[tuple[str, Aggregator], Decimal] = {}  # a new window's aggregate
         start = self._start_window
         values = field_values(fields, self._fields)
@@ -267,7 +271,7 @@ class FraudEngine:
                 # (plans.first_result, the same for every rule with this field and function)
                 text = texts.get(rule.field)
                 if text is None:
-                    text = texts[rule.field] = str(value)
+                    text = texts[rule.field] = intern(str(value))
                 due = entry_end + window_ms + retention_ms
                 if schedule.next_ms is None or due < schedule.next_ms:
                     schedule.expires_at(due)
@@ -292,7 +296,10 @@ class FraudEngine:
             if value is not None:
                 heap = schedule.dues
                 first_end = window.first_end() if heap is not None else None
-                window.add(event_time, value)
+                text = texts.get(rule.field)
+                if text is None:
+                    text = texts[rule.field] = intern(str(value))
+                window.add(event_time, value, text)
                 due = entry_end + window_ms + retention_ms
                 if schedule.next_ms is None or due < schedule.next_ms:
                     schedule.expires_at(due)

@@ -26,20 +26,20 @@ of the window being aggregated are turned back into Decimals.
 
 from __future__ import annotations
 
-from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Any, Protocol
 
 from spark_jobs.fraud.core.aggregates import EXACT, Aggregator, exact_sum
+from spark_jobs.fraud.core.running_sums import RunningSums
 
 
 class Window(Protocol):
     """One (rule, key)'s remembered values, sorted by event time."""
 
-    def add(self, event_time: int, value: Decimal) -> None:
-        """Remember one transaction's value."""
+    def add(self, event_time: int, value: Decimal, text: str | None = None) -> None:
+        """Remember one transaction's value (text: str(value), when the caller has it)."""
         ...
 
     def aggregate(self, aggregator: Aggregator, event_time: int, window_ms: int) -> Decimal | None:
@@ -71,30 +71,23 @@ class ExactWindow:
     """Individual (eventTime, value) entries as two parallel sorted lists.
 
     An aggregator that follows from the total and count (SUM, AVG: `Aggregator.of_sums`)
-    comes, over a long window (a hot key's), from running sums kept beside the entries (built
-    on first use, extended on appends, rebuilt after an insert in the middle), so evaluating
-    a transaction costs a subtraction and a scan of small ints (the exponents) instead of
-    re-adding every entry as a Decimal. The running sums are exact (unlimited precision) and
-    only in memory: `state()` is unchanged. They are integers, the values scaled by
-    10^_scale (the most decimal places among the window's values), kept 8 bytes each in an
-    array while they fit 64 bits, else in a list (a Decimal each took 104 B, ~3 per
-    transaction held with the demo rules). A finer value than the scale rebuilds them; the
-    JSON gate bounds how fine (keys.MAX_ADJUSTED_EXPONENT).
-    The difference is given the exponent the plain sum would have (the smallest of 0 and the
-    window's values'), so 2.50 + 1.5 still reads 4.00, whatever came before the window.
+    comes, over a long window (a hot key's), from running sums kept beside the entries
+    (running_sums.py: built on first use, extended on appends, dropped after an insert in the
+    middle or a finer value), so evaluating a transaction costs a subtraction instead of
+    re-adding every entry as a Decimal. They are exact and only in memory: `state()` is
+    unchanged.
+
+    `add` takes the value's text from the caller, which makes it once per transaction and
+    field: every rule's window of that transaction then holds the same string (one text per
+    rule was ~440 B per transaction held with the demo rules; BENCHMARKS.md).
     """
 
-    __slots__ = ("_base", "_cut", "_exponents", "_logged", "_prefix", "_scale", "times",
-                 "values")
+    __slots__ = ("_cut", "_logged", "_sums", "times", "values")
 
     def __init__(self, times: list[int] | None = None, values: list[str] | None = None):
         self.times: list[int] = [] if times is None else times
         self.values: list[str] = [] if values is None else values
-        # _prefix[i] = _base + values[0..i], scaled by 10^_scale
-        self._prefix: array[int] | list[int] | None = None
-        self._exponents: array[int] | list[int] = []
-        self._base = 0
-        self._scale = 0
+        self._sums: RunningSums | None = None
         self._logged: int | None = None  # entries a change log holds; None: it must get all
         self._cut = 0  # entries cut from the front since the log last took this window
 
@@ -125,55 +118,27 @@ class ExactWindow:
 
     __hash__ = None  # type: ignore[assignment]  # mutable
 
-    def add(self, event_time: int, value: Decimal) -> None:
-        index = bisect_right(self.times, event_time)
+    def add(self, event_time: int, value: Decimal, text: str | None = None) -> None:
+        """text: str(value), when the caller has it (shared by every window it goes to)."""
+        times = self.times
+        index = bisect_right(times, event_time)
         if self._logged is not None and index < self._logged - self._cut:
             self._logged = None  # inserted among logged entries: log the whole window
-        self.times.insert(index, event_time)
-        self.values.insert(index, str(value))
-        prefix = self._prefix
-        if prefix is not None:
-            exponent = _exponent(value)
-            if index == len(prefix) and -exponent <= self._scale:
-                total = (prefix[-1] if prefix else self._base) + _scaled(value, self._scale)
-                try:
-                    prefix.append(total)
-                except OverflowError:  # beyond 64 bits: Python integers from now on
-                    self._prefix = prefix = prefix.tolist()
-                    prefix.append(total)
-                self._exponents.append(exponent)
-            else:
-                self._prefix = None  # out of order or finer: rebuilt when next needed
-
-    def _running_sums(self) -> array[int] | list[int]:
-        if self._prefix is None:
-            decimals = list(map(Decimal, self.values))
-            exponents = [_exponent(value) for value in decimals]
-            scale = max(0, -min(exponents, default=0))
-            running, sums = 0, []
-            for value in decimals:
-                running += _scaled(value, scale)
-                sums.append(running)
-            try:
-                prefix: array[int] | list[int] = array("q", sums)
-            except OverflowError:
-                prefix = sums
-            self._prefix, self._exponents, self._base, self._scale = (
-                prefix, array("i", exponents), 0, scale)
-        return self._prefix
+        sums = self._sums
+        if sums is not None and (index != len(times) or not sums.append(value)):
+            self._sums = None  # out of order or finer: rebuilt when next needed
+        times.insert(index, event_time)
+        self.values.insert(index, str(value) if text is None else text)
 
     def aggregate(self, aggregator: Aggregator, event_time: int, window_ms: int) -> Decimal | None:
         start = bisect_left(self.times, event_time - window_ms)
         end = bisect_right(self.times, event_time, lo=start)
         of_sums = aggregator.of_sums
         if end - start >= RUNNING_SUMS_FROM and of_sums is not None:
-            prefix = self._running_sums()
-            before = prefix[start - 1] if start else self._base
-            exponent = min(0, min(self._exponents[start:end]))  # sum() starts from 0
-            total = Decimal(prefix[end - 1] - before).scaleb(-self._scale, context=EXACT).quantize(
-                _UNIT[exponent] if exponent in _UNIT else Decimal((0, (1,), exponent)),
-                context=EXACT)
-            return of_sums(total, end - start)
+            sums = self._sums
+            if sums is None:
+                sums = self._sums = RunningSums(self.values)
+            return of_sums(sums.total(start, end), end - start)
         if start == end:
             return None
         return aggregator.of_values(list(map(Decimal, self.values[start:end])))
@@ -189,10 +154,8 @@ class ExactWindow:
             del self.times[:cut]
             del self.values[:cut]
             self._cut += cut
-            if self._prefix is not None:
-                self._base = self._prefix[cut - 1]
-                del self._prefix[:cut]
-                del self._exponents[:cut]
+            if self._sums is not None:
+                self._sums.cut(cut)
         return cut > 0
 
     def first_end(self) -> int | None:
@@ -219,7 +182,7 @@ class ExactWindow:
         del self.values[:cut]
         self.times.extend(times)
         self.values.extend(values)
-        self._prefix = None
+        self._sums = None
 
     def __len__(self) -> int:
         return len(self.times)
@@ -229,19 +192,6 @@ class ExactWindow:
 
 
 RUNNING_SUMS_FROM = 16  # entries in the window; shorter ones are simply added up
-_UNIT = {e: Decimal((0, (1,), e)) for e in range(-12, 4)}
-
-
-def _scaled(value: Decimal, scale: int) -> int:
-    """value * 10^scale, exact (value has at most `scale` decimal places)."""
-    return int(value.scaleb(scale, context=EXACT))
-
-
-def _exponent(value: Decimal) -> int:
-    exponent = value.as_tuple().exponent
-    if not isinstance(exponent, int):
-        raise ValueError(f"not a finite amount: {value}")
-    return exponent
 
 
 class BucketWindow:
@@ -265,7 +215,7 @@ class BucketWindow:
     def floor(self, event_time: int) -> int:
         return event_time - event_time % self.bucket_ms
 
-    def add(self, event_time: int, value: Decimal) -> None:
+    def add(self, event_time: int, value: Decimal, text: str | None = None) -> None:
         start = self.floor(event_time)
         index = bisect_left(self.starts, start)
         if index < len(self.starts) and self.starts[index] == start:
@@ -276,7 +226,8 @@ class BucketWindow:
             if value > Decimal(self.maxs[index]):
                 self.maxs[index] = str(value)
             return
-        text = str(value)
+        if text is None:
+            text = str(value)
         self.starts.insert(index, start)
         self.sums.insert(index, text)
         self.counts.insert(index, 1)

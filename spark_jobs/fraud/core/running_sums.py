@@ -1,0 +1,86 @@
+"""Running sums of a long exact window's values, so that SUM and AVG over it cost a subtraction
+instead of re-adding every entry as a Decimal.
+
+Kept only in memory beside a window's entries (never stored), and only for windows long enough
+to need them: a separate object, so that the many short windows pay one empty slot for it. The
+sums are integers, the values scaled by 10^scale (the most decimal places among the window's
+values), 8 bytes each in an array while they fit 64 bits, else in a list of Python ints (a
+Decimal each took 104 B). A value finer than the scale, or one inserted before the end, makes
+the owner drop them; they are rebuilt when next needed.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Sequence
+from decimal import Decimal
+
+from spark_jobs.fraud.core.aggregates import EXACT
+
+_UNIT = {e: Decimal((0, (1,), e)) for e in range(-12, 4)}
+
+
+class RunningSums:
+    """prefix[i] = base + values[0..i], scaled by 10^scale; exponents[i] is values[i]'s."""
+
+    __slots__ = ("base", "exponents", "prefix", "scale")
+
+    def __init__(self, values: Sequence[str]) -> None:
+        decimals = list(map(Decimal, values))
+        exponents = [exponent_of(value) for value in decimals]
+        scale = max(0, -min(exponents, default=0))
+        running, sums = 0, []
+        for value in decimals:
+            running += scaled(value, scale)
+            sums.append(running)
+        try:
+            self.prefix: array[int] | list[int] = array("q", sums)
+        except OverflowError:
+            self.prefix = sums
+        self.exponents = array("i", exponents)
+        self.base = 0
+        self.scale = scale
+
+    def append(self, value: Decimal) -> bool:
+        """Extend by a value appended at the end; False when it is finer than the scale (the
+        sums must then be rebuilt)."""
+        exponent = exponent_of(value)
+        if -exponent > self.scale:
+            return False
+        prefix = self.prefix
+        total = (prefix[-1] if prefix else self.base) + scaled(value, self.scale)
+        try:
+            prefix.append(total)
+        except OverflowError:  # beyond 64 bits: Python integers from now on
+            self.prefix = prefix = prefix.tolist()
+            prefix.append(total)
+        self.exponents.append(exponent)
+        return True
+
+    def cut(self, count: int) -> None:
+        """Forget the first `count` entries (expired from the window)."""
+        self.base = self.prefix[count - 1]
+        del self.prefix[:count]
+        del self.exponents[:count]
+
+    def total(self, start: int, end: int) -> Decimal:
+        """The exact sum of entries [start, end), with the exponent the plain sum would have
+        (the smallest of 0 and the entries'), so 2.50 + 1.5 still reads 4.00."""
+        prefix = self.prefix
+        before = prefix[start - 1] if start else self.base
+        exponent = min(0, min(self.exponents[start:end]))  # sum() starts from 0
+        return Decimal(prefix[end - 1] - before).scaleb(-self.scale, context=EXACT).quantize(
+            _UNIT[exponent] if exponent in _UNIT else Decimal((0, (1,), exponent)),
+            context=EXACT)
+
+
+def scaled(value: Decimal, scale: int) -> int:
+    """value * 10^scale, exact (value has at most `scale` decimal places)."""
+    return int(value.scaleb(scale, context=EXACT))
+
+
+def exponent_of(value: Decimal) -> int:
+    exponent = value.as_tuple().exponent
+    if not isinstance(exponent, int):
+        raise ValueError(f"not a finite amount: {value}")
+    return exponent
