@@ -465,6 +465,28 @@ def test_every_window_holds_one_shared_text_per_amount():
     assert len(texts) == 4 + 4 + 4 and set(texts) == {"12.50"}
     assert len({id(text) for text in texts}) == 1
 
+
+@pytest.mark.parametrize("seed", range(20))
+def test_seen_ids_expire_exactly_by_event_time(seed):
+    """The store files seen ids by the second of their eventTime: an expiry forgets exactly
+    the ids before its bound, whatever the arrival order, and returns the oldest time kept;
+    an id put again at another time lives by its newest time."""
+    rng = random.Random(seed)
+    store, reference = MemoryStore(), {}
+    for _step in range(600):
+        if rng.random() < 0.1:
+            bound = rng.randint(0, 120) * 100  # often equal to a time, often mid-second
+            kept = {i: t for i, t in reference.items() if t >= bound}
+            assert store.expire_seen(bound) == min(kept.values(), default=None)
+            reference = kept
+            assert store.seen == reference
+        else:
+            transaction_id = str(rng.randint(0, 300))
+            event_time = rng.randint(0, 120) * 100
+            store.put_seen(transaction_id, event_time)
+            reference[transaction_id] = event_time
+        assert all(store.is_seen(i) for i in reference)
+
 def test_windows_are_trimmed_as_their_keys_see_transactions():
     engine = make(late_retention_ms=0)
     engine.on_rule(count_rule(limit=99, minutes=1), 0)
