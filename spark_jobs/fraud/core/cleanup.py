@@ -3,18 +3,18 @@
 retention.py says how long a window entry and a transaction id live; this finds them once
 they are gone without visiting every window at every timer. The first clean-up of an engine
 (and the first after a rule change, whose new widths make every due wrong) scans every window
-and builds an index of their due watermarks (oldest entry's end + window + late retention),
-oldest first; later ones pop only the windows that are due. The engine pushes a window's due
+and builds an index of their due watermarks (oldest entry's end + window + late retention,
+due_index.py); later ones pop only the windows that are due. The engine pushes a window's due
 as a value enters it, so the index can hold stale entries: each is checked against the store.
 The earliest due is kept in the store's meta, so a restarted engine sets its timer at once.
 """
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from spark_jobs.fraud.core.due_index import DueIndex
 from spark_jobs.fraud.core.retention import Retention
 from spark_jobs.fraud.core.rules import Rule
 from spark_jobs.fraud.core.store import WindowStore
@@ -30,9 +30,8 @@ DUE = -(2**62)  # next_cleanup value meaning "as soon as possible"
 class CleanupSchedule:
     """When clean-up next drops something, and the windows' due index that tells it what.
 
-    `next_ms` (None: nothing to drop) and `dues`, the (due watermark, rule_id, key) heap of
-    every window (None until a full scan has built it), are read and pushed to inline by the
-    engine's per-transaction loop, where a call per window would cost.
+    `next_ms` (None: nothing to drop) and `dues`, the due index of every window (None until
+    a full scan has built it), are read and pushed to by the engine's per-transaction loop.
     """
 
     def __init__(self, store: WindowStore, retention: Retention,
@@ -46,7 +45,7 @@ class CleanupSchedule:
         # None until a full clean-up scan has built it. A long-lived engine then cleans by
         # popping instead of scanning every window (entries can be stale: each is checked
         # against the store).
-        self.dues: list[tuple[int, int, str]] | None = None
+        self.dues: DueIndex | None = None
 
     def reload(self) -> None:
         """Read the clocks again from the store (after a failed message or a replay)."""
@@ -55,16 +54,15 @@ class CleanupSchedule:
 
     def index(self, windows: Iterable[tuple[int, str]], rules: dict[int, Rule]) -> None:
         """Add the stored `windows` to the due index, if there is one."""
-        heap = self.dues
-        if heap is None:
+        dues = self.dues
+        if dues is None:
             return
         for rule_id, key in windows:
             rule, state = rules.get(rule_id), self.store.get_window(rule_id, key)
             if rule is not None and state is not None:
                 first_end = self._load_window(state).first_end()
                 if first_end is not None:
-                    heapq.heappush(heap, (first_end + rule.window_ms + self._retention,
-                                          rule_id, key))
+                    dues.push(first_end + rule.window_ms + self._retention, rule_id, key)
 
     def expires_at(self, watermark_ms: int) -> None:
         """Something can be dropped from watermark_ms on: the timer moves if that is sooner."""
@@ -118,28 +116,26 @@ class CleanupSchedule:
 
     def _scan_windows(self, watermark_ms: int, rules: dict[int, Rule]) -> int | None:
         """Visit every window (a fresh engine, or after a rule change) and index what stays."""
-        due_list: list[tuple[int, int, str]] = []
+        dues = DueIndex()
         for rule_id, key, state in list(self.store.windows()):
             due = self._trimmed(rules, rule_id, key, state, watermark_ms)
             if due is not None:
-                due_list.append((due, rule_id, key))
-        heapq.heapify(due_list)
-        self.dues = due_list
-        return due_list[0][0] if due_list else None
+                dues.push(due, rule_id, key)
+        self.dues = dues
+        return dues.first_ms()
 
     def _pop_due_windows(self, watermark_ms: int, rules: dict[int, Rule]) -> int | None:
         """Visit only the windows whose oldest entry is due."""
-        heap = self.dues
-        assert heap is not None
-        while heap and heap[0][0] <= watermark_ms:
-            _, rule_id, key = heapq.heappop(heap)
+        dues = self.dues
+        assert dues is not None
+        for rule_id, key in dues.pop_due(watermark_ms):
             state = self.store.get_window(rule_id, key)
             if state is None:
                 continue  # deleted since (reset on fire, rule deleted, cleared)
             due = self._trimmed(rules, rule_id, key, state, watermark_ms)
             if due is not None:
-                heapq.heappush(heap, (max(due, watermark_ms + 1), rule_id, key))
-        return heap[0][0] if heap else None
+                dues.push(max(due, watermark_ms + 1), rule_id, key)
+        return dues.first_ms()
 
     def next_cleanup_ms(self, watermark_ms: int) -> int | None:
         """The next clean-up timer: `next_ms` rounded up to the second like the seed's timers,

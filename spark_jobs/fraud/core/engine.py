@@ -24,7 +24,6 @@ enter a window is recognised, and an older one is a late dead letter anyway.
 from __future__ import annotations
 
 import functools
-import heapq
 from collections import Counter
 from decimal import Decimal
 from sys import intern
@@ -276,7 +275,7 @@ class FraudEngine:
                 if schedule.next_ms is None or due < schedule.next_ms:
                     schedule.expires_at(due)
                 if schedule.dues is not None:
-                    heapq.heappush(schedule.dues, (due, rule_id, key))
+                    schedule.dues.push(due, rule_id, key)
                 if alerting:
                     result = firsts.get((rule.field, rule.aggregator))
                     if result is None:
@@ -294,8 +293,8 @@ class FraudEngine:
             trimmed = window.expire(
                 earliest(rule_id, window_ms, watermark_ms), window_ms)
             if value is not None:
-                heap = schedule.dues
-                first_end = window.first_end() if heap is not None else None
+                dues = schedule.dues
+                first_end = window.first_end() if dues is not None else None
                 text = texts.get(rule.field)
                 if text is None:
                     text = texts[rule.field] = intern(str(value))
@@ -303,8 +302,8 @@ class FraudEngine:
                 due = entry_end + window_ms + retention_ms
                 if schedule.next_ms is None or due < schedule.next_ms:
                     schedule.expires_at(due)
-                if heap is not None and (first_end is None or entry_end < first_end):
-                    heapq.heappush(heap, (due, rule_id, key))
+                if dues is not None and (first_end is None or entry_end < first_end):
+                    dues.push(due, rule_id, key)
             if alerting:
                 result = window_result(rule, window, event_time)
                 if result is not None and rule.passes(result, rule.limit):
