@@ -6,9 +6,10 @@ change log taken after each, and an infinitely old watermark, so that no entry e
 RSS it grew by, divided by the transactions, is what each transaction costs while it is held.
 At steady state the state holds `fraud.lateness` + a rule's window + `fraud.late_retention`
 of traffic per rule, which gives the memory a rate needs. As in a live engine after its
-first clean-up, the clean-up's due index is built and kept (nothing is due). With `--every N`, the RSS and the
-window count are also read every N transactions: the marginal bytes per transaction once the
-keys repeat (a short run is dominated by new keys, each starting windows).
+first clean-up, the clean-up's due index is built and kept (nothing is due). With
+`--every N`, the RSS and the window count are also read every N transactions: the marginal
+bytes per transaction once the keys repeat (a short run is dominated by new keys, each
+starting windows).
 
     .venv/bin/python -m bench.fraud_state_memory [--transactions 300000] [--event-rate 10000]
         [--every 250000]

@@ -104,3 +104,30 @@ def test_running_sums_stay_exact_at_any_magnitude_and_precision(texts, aggregato
         low = max(0, at - 2 * RUNNING_SUMS_FROM)
         assert same(window.aggregate(aggregator, at, at - low),
                     aggregate(aggregator, inside(seen, low, at))), at
+
+
+TIED = ["3", "3.0", "3.00", "1", "1.0", "2.5", "-0", "0"]  # extremes in several texts
+
+
+@pytest.mark.parametrize("aggregator", [Aggregator.MIN, Aggregator.MAX])
+@pytest.mark.parametrize("seed", range(6))
+def test_min_and_max_of_long_windows_follow_the_newest_entries_across_cuts(aggregator, seed):
+    """A long window ending at its newest entry answers MIN and MAX from the candidates for
+    its extreme: the same value and text as over all the values (3 and 3.0: the first),
+    across expiry cuts, equal timestamps, and an entry inserted before the end (rebuilt)."""
+    rng = random.Random(seed)
+    window, seen, answered = ExactWindow(), [], 0
+    for at in range(0, 6 * RUNNING_SUMS_FROM):
+        late = rng.random() < 0.03
+        event_time = at - rng.randint(1, 5) if late else at - at % 2  # pairs of equal times
+        value = Decimal(rng.choice(TIED))
+        window.add(event_time, value)
+        seen.append((event_time, value))
+        newest = max(t for t, _v in seen)
+        if at % 7 == 6:  # forget what no window asked below can hold
+            window.expire(newest - 3 * RUNNING_SUMS_FROM, 0)
+        span = rng.choice((RUNNING_SUMS_FROM, 2 * RUNNING_SUMS_FROM, 3 * RUNNING_SUMS_FROM))
+        expected = aggregate(aggregator, inside(seen, newest - span, newest))
+        assert same(window.aggregate(aggregator, newest, span), expected), at
+        answered += type(window._index).__name__ == "SuffixExtremes"
+    assert answered > 3 * RUNNING_SUMS_FROM  # the candidates really answered

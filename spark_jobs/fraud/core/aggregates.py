@@ -139,11 +139,14 @@ class Aggregator(StrEnum):
        which defaults to `of_sums` of the buckets' total and count.
     A function that the buckets' (sum, count, min, max) do not determine (FIRST, a distinct
     count) needs another bucket column: a change of the stored state, not one more entry.
+    `extreme` is of_values when that is min or max (a long window then answers from its
+    candidates, suffix_extremes.py), else None.
     """
 
     of_values: Callable[[Sequence[Decimal]], Decimal]
     of_sums: Callable[[Decimal, int], Decimal] | None
     of_buckets: Callable[[Summary], Decimal]
+    extreme: Callable[[Sequence[Any]], Any] | None
 
     #     name   of_values  of_sums  of_buckets
     SUM = "SUM", exact_sum, _total
@@ -167,6 +170,7 @@ class Aggregator(StrEnum):
                 raise TypeError(f"aggregator {name} must say how it follows from the buckets")
             of_buckets = _of_total_and_count(of_sums)
         member.of_buckets = of_buckets
+        member.extreme = of_values if of_values in (min, max) else None
         return member
 
 

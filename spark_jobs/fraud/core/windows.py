@@ -33,6 +33,7 @@ from typing import Any, Protocol
 
 from spark_jobs.fraud.core.aggregates import EXACT, Aggregator, exact_sum
 from spark_jobs.fraud.core.running_sums import RunningSums
+from spark_jobs.fraud.core.suffix_extremes import SuffixExtremes
 
 
 class Window(Protocol):
@@ -70,24 +71,25 @@ class Window(Protocol):
 class ExactWindow:
     """Individual (eventTime, value) entries as two parallel sorted lists.
 
-    An aggregator that follows from the total and count (SUM, AVG: `Aggregator.of_sums`)
-    comes, over a long window (a hot key's), from running sums kept beside the entries
-    (running_sums.py: built on first use, extended on appends, dropped after an insert in the
-    middle or a finer value), so evaluating a transaction costs a subtraction instead of
-    re-adding every entry as a Decimal. They are exact and only in memory: `state()` is
-    unchanged.
+    A long window (a hot key's) answers from an index kept beside its entries, built on first
+    use, extended on appends, dropped after an insert in the middle: an aggregator that
+    follows from the total and count (SUM, AVG: `Aggregator.of_sums`) from running sums
+    (running_sums.py), so evaluating a transaction costs a subtraction instead of re-adding
+    every entry as a Decimal; MIN and MAX of a window ending at the newest entry from the
+    candidates for its extreme (suffix_extremes.py), a binary search instead of a Decimal
+    per entry. Both are exact and only in memory: `state()` is unchanged.
 
     `add` takes the value's text from the caller, which makes it once per transaction and
     field: every rule's window of that transaction then holds the same string (one text per
     rule was ~440 B per transaction held with the demo rules; BENCHMARKS.md).
     """
 
-    __slots__ = ("_cut", "_logged", "_sums", "times", "values")
+    __slots__ = ("_cut", "_index", "_logged", "times", "values")
 
     def __init__(self, times: list[int] | None = None, values: list[str] | None = None):
         self.times: list[int] = [] if times is None else times
         self.values: list[str] = [] if values is None else values
-        self._sums: RunningSums | None = None
+        self._index: RunningSums | SuffixExtremes | None = None
         self._logged: int | None = None  # entries a change log holds; None: it must get all
         self._cut = 0  # entries cut from the front since the log last took this window
 
@@ -124,21 +126,26 @@ class ExactWindow:
         index = bisect_right(times, event_time)
         if self._logged is not None and index < self._logged - self._cut:
             self._logged = None  # inserted among logged entries: log the whole window
-        sums = self._sums
-        if sums is not None and (index != len(times) or not sums.append(value)):
-            self._sums = None  # out of order or finer: rebuilt when next needed
+        accelerated = self._index
+        if accelerated is not None and (index != len(times) or not accelerated.append(value)):
+            self._index = None  # out of order, or finer than the sums: rebuilt when needed
         times.insert(index, event_time)
         self.values.insert(index, str(value) if text is None else text)
 
     def aggregate(self, aggregator: Aggregator, event_time: int, window_ms: int) -> Decimal | None:
         start = bisect_left(self.times, event_time - window_ms)
         end = bisect_right(self.times, event_time, lo=start)
-        of_sums = aggregator.of_sums
-        if end - start >= RUNNING_SUMS_FROM and of_sums is not None:
-            sums = self._sums
-            if sums is None:
-                sums = self._sums = RunningSums(self.values)
-            return of_sums(sums.total(start, end), end - start)
+        if end - start >= RUNNING_SUMS_FROM:
+            of_sums, pick = aggregator.of_sums, aggregator.extreme
+            accelerated = self._index
+            if of_sums is not None:
+                if type(accelerated) is not RunningSums:
+                    accelerated = self._index = RunningSums(self.values)
+                return of_sums(accelerated.total(start, end), end - start)
+            if pick is not None and end == len(self.times):
+                if type(accelerated) is not SuffixExtremes or accelerated.pick is not pick:
+                    accelerated = self._index = SuffixExtremes(pick, self.values)
+                return accelerated.of_suffix(start)
         if start == end:
             return None
         return aggregator.of_values(list(map(Decimal, self.values[start:end])))
@@ -154,8 +161,8 @@ class ExactWindow:
             del self.times[:cut]
             del self.values[:cut]
             self._cut += cut
-            if self._sums is not None:
-                self._sums.cut(cut)
+            if self._index is not None:
+                self._index.cut(cut)
         return cut > 0
 
     def first_end(self) -> int | None:
@@ -182,7 +189,7 @@ class ExactWindow:
         del self.values[:cut]
         self.times.extend(times)
         self.values.extend(values)
-        self._sums = None
+        self._index = None
 
     def __len__(self) -> int:
         return len(self.times)
