@@ -466,6 +466,27 @@ def test_every_window_holds_one_shared_text_per_amount():
     assert len({id(text) for text in texts}) == 1
 
 
+def test_new_windows_of_one_transaction_share_their_one_entry():
+    """Every rule of the same field starting a window at one transaction stores the same
+    immutable (time, text) pair; bucket mode's lists, changed in place, are never shared."""
+    for bucket_ms, shared in ((0, True), (1_000, False)):
+        engine = FraudEngine(MemoryStore(), bucket_ms=bucket_ms, late_retention_ms=0)
+        engine.on_rule(rule(1, limit=10**6), 0)
+        engine.on_rule(rule(2, keys=("payeeId", "beneficiaryId"), agg="MIN", limit=10**6), 0)
+        engine.on_transaction(txn(1, 5, amount="12.50", beneficiaryId=9), 0, 0)
+        first = engine.store.get_window(1, "{payeeId=1}")
+        second = engine.store.get_window(2, "{payeeId=1;beneficiaryId=9}")
+        assert (first is second) is shared
+        engine.on_transaction(txn(2, 6, amount="1", beneficiaryId=9), 0, 0)
+        assert window_size(engine.store.get_window(2, "{payeeId=1;beneficiaryId=9}")) == (
+            2 if bucket_ms == 0 else 1)
+        assert window_size(engine.store.get_window(1, "{payeeId=1}")) == (
+            2 if bucket_ms == 0 else 1)
+        if bucket_ms:  # one bucket of both transactions in each rule, counted once
+            assert engine.store.get_window(1, "{payeeId=1}")[2] == [2]
+            assert engine.store.get_window(2, "{payeeId=1;beneficiaryId=9}")[2] == [2]
+
+
 @pytest.mark.parametrize("seed", range(20))
 def test_seen_ids_expire_exactly_by_event_time(seed):
     """The store files seen ids by the second of their eventTime: an expiry forgets exactly

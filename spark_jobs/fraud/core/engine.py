@@ -27,6 +27,7 @@ import functools
 from collections import Counter
 from decimal import Decimal
 from sys import intern
+from typing import Any
 
 from spark_jobs.contracts.json_gate import DEFAULT_MAX_MESSAGE_BYTES
 from spark_jobs.contracts.reasons import DUPLICATE, MALFORMED
@@ -251,6 +252,9 @@ class FraudEngine:
         # held is these texts otherwise; BENCHMARKS.md)
         texts: dict[str, str] = {}
         firsts: dict[tuple[str, Aggregator], Decimal] = {}  # a new window's aggregate
+        # field -> a new window's stored state: an exact one is an immutable pair, one for
+        # every new window of this transaction (bucket mode's lists are changed in place)
+        starts: dict[str, Any] | None = {} if self.bucket_ms == 0 else None
         start = self._start_window
         values = field_values(fields, self._fields)
         for rule in self._plans:
@@ -286,7 +290,13 @@ class FraudEngine:
                         if rule.resets:
                             store.delete_window(rule_id, key)
                             continue
-                put_window(rule_id, key, start(event_time, text))
+                if starts is None:
+                    put_window(rule_id, key, start(event_time, text))
+                    continue
+                stored = starts.get(rule.field)
+                if stored is None:
+                    stored = starts[rule.field] = start(event_time, text)
+                put_window(rule_id, key, stored)
                 continue
             window = load(state)
             # trim as we go, so that cleanup() mostly has idle keys left to visit
