@@ -367,3 +367,46 @@ def test_a_one_entry_window_is_stored_as_its_pair_however_it_was_rebuilt():
     assert replayed.by_rule == {1: {"a": (6, "6"), "b": (2, "2")}}
     replayed.apply_changes(pickle.dumps([("xw", 1, "a", 0, [7], ["7"])]))  # a pair extended
     assert replayed.get_window(1, "a") == ([6, 7], ["6", "7"])
+
+
+def test_a_replayed_state_shares_times_and_texts_as_the_live_one_does():
+    """A rebuilt state holds one object per distinct event time and amount text, like the
+    live engine it copies (one per entry made it ~50 % larger)."""
+    store = LoggedStore()
+    engine = FraudEngine(store)
+    for rule_id in (1, 2, 3):
+        engine.on_rule(_rule(rule_id, ["payeeId"], "SUM", rule_id, 10**9), 0)
+    replica = LoggedStore.restore(None)
+    T0 = 1_700_000_000_000  # times beyond the small ints Python caches anyway
+    for number in range(40):
+        engine.on_transaction(json.dumps({"transactionId": number, "eventTime": T0 + number // 2,
+                                          "payeeId": number % 4, "paymentAmount": 7}), 0, 0)
+        if number % 10 == 9:
+            replica.apply_changes(store.take_changes())
+    restored = LoggedStore.restore(replica.snapshot())
+    for rebuilt in (replica, restored):
+        entries = [ExactWindow.load(state) for _r, _k, state in rebuilt.windows()]
+        assert sum(len(window) for window in entries) == 3 * 40
+        assert len({id(text) for window in entries for text in window.values}) == 1
+        assert len({id(t) for window in entries for t in window.times}) == 20
+
+
+def test_windows_filed_again_by_replays_are_cleaned_once_and_not_multiplied():
+    """A replay files every window it put in the due index again (caught_up): a clean-up
+    visits each window once, and the copies do not pile up from batch to batch."""
+    engine = FraudEngine(LoggedStore(), late_retention_ms=0)
+    engine.on_rule(_rule(1, ["payeeId"], "SUM", 1, 10**9), 0)
+    engine.on_transaction(json.dumps({"transactionId": 0, "eventTime": 0, "payeeId": 1,
+                                      "paymentAmount": 1}), 0, 0)
+    engine.cleanup(0)  # builds the due index
+    filed = []
+    for number in range(1, 200):
+        t = number * 1_000
+        engine.on_transaction(json.dumps({"transactionId": number, "eventTime": t,
+                                          "payeeId": 1, "paymentAmount": 1}), t, 0)
+        engine.caught_up({(1, "{payeeId=1}")})  # as a replica's replay files it again
+        engine.cleanup(t)
+        filed.append(len(engine._schedule.dues))
+    # copies gather while the window's first entry is not due (its first minute), then
+    # collapse into one at the clean-up that visits them
+    assert max(filed[:60]) > 50 and max(filed[70:]) <= 3

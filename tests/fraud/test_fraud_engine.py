@@ -466,6 +466,23 @@ def test_every_window_holds_one_shared_text_per_amount():
     assert len({id(text) for text in texts}) == 1
 
 
+def test_a_long_window_answers_each_aggregator_a_rule_update_switches_to():
+    """An update keeping the keys and field keeps the window and its in-memory index: a
+    long window then answers MIN, MAX, SUM and MIN again exactly, the index rebuilt for
+    each function (the first extreme's text: 3 before 3.0 and 3.00)."""
+    engine = FraudEngine(MemoryStore(), late_retention_ms=0)
+    engine.on_rule(rule(limit=-1, agg="MIN", minutes=60), 0)
+    for number, amount in enumerate(["3", "1.5", "3.0", "2", "1.50"] * 8):  # 88.00 in all
+        engine.on_transaction(txn(number, number, amount=amount), 0, 0)
+    for number, (agg, amount, expected) in enumerate((
+            ("MAX", "2", "3"), ("SUM", "0.5", "90.50"), ("MIN", "2", "0.5"),
+            ("MAX", "3.00", "3"), ("MIN", "1.2", "0.5"))):
+        engine.on_rule(rule(limit=-1, agg=agg, minutes=60), 0)
+        at = 100 + number
+        assert fired(engine.on_transaction(txn(at, at, amount=amount), 0, 0)) == [
+            (1, "{payeeId=1}", expected)], agg
+
+
 def test_new_windows_of_one_transaction_share_their_one_entry():
     """Every rule of the same field starting a window at one transaction stores the same
     immutable (time, text) pair; bucket mode's lists, changed in place, are never shared."""

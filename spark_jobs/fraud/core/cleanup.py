@@ -4,8 +4,9 @@ retention.py says how long a window entry and a transaction id live; this finds 
 they are gone without visiting every window at every timer. The first clean-up of an engine
 (and the first after a rule change, whose new widths make every due wrong) scans every window
 and builds an index of their due watermarks (oldest entry's end + window + late retention,
-due_index.py); later ones pop only the windows that are due. The engine pushes a window's due
-as a value enters it, so the index can hold stale entries: each is checked against the store.
+due_index.py); later ones pop only the windows of the seconds that hold a due one. The engine
+files a window's due as a value enters it, so the index can hold stale entries: each is
+checked against the store.
 The earliest due is kept in the store's meta, so a restarted engine sets its timer at once.
 """
 
@@ -125,10 +126,15 @@ class CleanupSchedule:
         return dues.first_ms()
 
     def _pop_due_windows(self, watermark_ms: int, rules: dict[int, Rule]) -> int | None:
-        """Visit only the windows whose oldest entry is due."""
+        """Visit only the windows of the seconds holding a due one (each once, however often
+        it was filed: a replay files every window it put again)."""
         dues = self.dues
         assert dues is not None
+        visited: set[tuple[int, str]] = set()
         for rule_id, key in dues.pop_due(watermark_ms):
+            if (rule_id, key) in visited:
+                continue
+            visited.add((rule_id, key))
             state = self.store.get_window(rule_id, key)
             if state is None:
                 continue  # deleted since (reset on fire, rule deleted, cleared)

@@ -28,17 +28,20 @@ class SuffixExtremes:
     beaten by no later entry; equal later entries do not beat it, so the first extreme is
     the one found, as pick returns it."""
 
-    __slots__ = ("_beats", "_length", "_offset", "pick", "positions", "values")
+    __slots__ = ("_beats", "_first", "_length", "_offset", "pick", "positions", "values")
 
-    def __init__(self, pick: Pick, texts: Sequence[str]) -> None:
+    def __init__(self, pick: Pick, texts: Sequence[str], first: int = 0) -> None:
+        """The candidates of the entries from index `first` on: a window's older entries
+        (kept for late transactions) are in no window ending at its newest entry."""
         self.pick = pick
         self._beats = operator.lt if pick is max else operator.gt
         self.positions: list[int] = []
         self.values: list[Decimal] = []
         self._offset = 0  # position of the window's current first entry
-        self._length = 0  # position the next entry appended gets
-        for text in texts:
-            self.append(Decimal(text))
+        self._first = first  # the first position the candidates cover
+        self._length = first  # position the next entry appended gets
+        for index in range(first, len(texts)):
+            self.append(Decimal(texts[index]))
 
     def append(self, value: Decimal) -> bool:
         """Extend by a value appended at the end (always possible: True)."""
@@ -59,6 +62,11 @@ class SuffixExtremes:
             del self.positions[:drop]
             del self.values[:drop]
 
+    def covers(self, start: int) -> bool:
+        """Whether the entries from index `start` on are all covered."""
+        return self._offset + start >= self._first
+
     def of_suffix(self, start: int) -> Decimal:
-        """pick over the entries from index `start` (of the current window) to the end."""
+        """pick over the entries from index `start` (of the current window, covered) to the
+        end."""
         return self.values[bisect_left(self.positions, self._offset + start)]

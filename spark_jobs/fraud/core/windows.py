@@ -95,7 +95,7 @@ class ExactWindow:
 
     @classmethod
     def load(cls, state: Any) -> ExactWindow:
-        """The window itself (an in-memory store keeps it, running sums and all), or one
+        """The window itself (an in-memory store keeps it, its index and all), or one
         wrapped around stored (times, values) lists, or around a stored one-entry pair."""
         if isinstance(state, ExactWindow):
             return state
@@ -107,7 +107,7 @@ class ExactWindow:
         return cls(first, second)
 
     def __reduce__(self) -> tuple[type[ExactWindow], tuple[list[int], list[str]]]:
-        return (ExactWindow, (self.times, self.values))  # pickled without the running sums
+        return (ExactWindow, (self.times, self.values))  # pickled without its index
 
     def __eq__(self, other: object) -> bool:
         """Equal entries; a stored state (lists, or one entry) compares like the window it
@@ -143,8 +143,9 @@ class ExactWindow:
                     accelerated = self._index = RunningSums(self.values)
                 return of_sums(accelerated.total(start, end), end - start)
             if pick is not None and end == len(self.times):
-                if type(accelerated) is not SuffixExtremes or accelerated.pick is not pick:
-                    accelerated = self._index = SuffixExtremes(pick, self.values)
+                if (type(accelerated) is not SuffixExtremes or accelerated.pick is not pick
+                        or not accelerated.covers(start)):
+                    accelerated = self._index = SuffixExtremes(pick, self.values, start)
                 return accelerated.of_suffix(start)
         if start == end:
             return None
@@ -198,7 +199,9 @@ class ExactWindow:
         return self  # pickles as (times, values): see __reduce__
 
 
-RUNNING_SUMS_FROM = 16  # entries in the window; shorter ones are simply added up
+# entries in the window from which it answers from its index; shorter ones are simply added
+# up, or their MIN or MAX taken
+RUNNING_SUMS_FROM = 16
 
 
 class BucketWindow:
