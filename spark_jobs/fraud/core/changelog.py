@@ -215,7 +215,7 @@ def _shared_times(by_rule: dict[int, dict[str, Any]]) -> Any:
                 continue  # a bucket window's state
             times = state[0]
             if type(times) is not int:
-                times[:] = [shared(time, time) for time in times]
+                times[:] = map(shared, times, times)
                 continue
             # one entry: a pair the rules of one transaction shared stays one pair
             known = pairs.get(id(state))
@@ -320,7 +320,8 @@ def _entries(times: bytes, values: str) -> tuple[list[int], list[str]]:
     larger than the live one it copies."""
     same_times: dict[int, int] = {}
     shared_time = same_times.setdefault
-    all_times = [shared_time(time, time) for time in array("q", times).tolist()]
+    listed = array("q", times).tolist()
+    all_times = list(map(shared_time, listed, listed))
     return all_times, list(map(intern, values.split(","))) if values else []
 
 
