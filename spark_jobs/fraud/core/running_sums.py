@@ -6,7 +6,8 @@ to need them: a separate object, so that the many short windows pay one empty sl
 sums are integers, the values scaled by 10^scale (the most decimal places among the window's
 values), 8 bytes each in an array while they fit 64 bits, else in a list of Python ints (a
 Decimal each took 104 B). A value finer than the scale, or one inserted before the end, makes
-the owner drop them; they are rebuilt when next needed.
+the owner drop them; they are rebuilt when next needed (the JSON gate bounds how fine a value
+can be: keys.MAX_ADJUSTED_EXPONENT).
 """
 
 from __future__ import annotations
