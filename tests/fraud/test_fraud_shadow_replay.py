@@ -29,20 +29,23 @@ LATENESS = 20_000
 
 @pytest.mark.parametrize(("text", "expected"), [
     ('{"eventTime": 1767225600000}', 1767225600000),
-    ('{"eventTime": "1767225600000"}', 1767225600000),  # a dead letter, yet Spark reads it
-    ('{"eventTime": " 17 "}', 17),
-    ('{"eventTime": "+12"}', 12),
+    ('{"transactionId": "x", "eventTime": 1767225600000, "amount": 1.5}', 1767225600000),
+    ('{"eventTime": "1767225600000"}', None),  # the engine's reading: not an integer
+    ('{"eventTime": " 17 "}', None),
     ('{"eventTime": 1.5e12}', None),
-    ('{"eventTime": "12.9"}', None),
+    ('{"eventTime": 1767225600000.0}', None),
     ('{"eventTime": true}', None),
     ('{"eventTime": -5}', None),  # outside 0..MAX_TIME_MS: no watermark
     ('{"eventTime": 1000000000000000000}', None),
+    ('{"eventTime": 99999999999999999999}', None),
     ('{"a": {"eventTime": 3}}', None),
     ('[{"eventTime": 4}]', None),
-    ('{"eventTime": 5, "eventTime": 9}', 9),  # Spark takes the first: the bound the larger
-    (' {"eventTime":8} trailing', 8),  # not JSON to Python, read by Spark
-    ("{'eventTime': 6}", 6),
+    ('{"eventTime": 5, "eventTime": 9}', 9),  # the last, as the engine's parser keeps it
+    ('{"eventTime": 9, "eventTime": 5}', 5),
+    (' {"eventTime":8} trailing', None),  # not JSON
+    ("{'eventTime': 6}", None),
     ("garbage", None),
+    ("", None),
     (None, None),
 ])
 def test_the_event_time_the_watermark_reads(text: str | None, expected: int | None) -> None:

@@ -106,14 +106,27 @@ def test_options_are_validated() -> None:
         ({**good, "startingOffsets": "middle"}, "earliest or latest"),
         ({**good, "client": "{nope"}, "not JSON"),
         ({**good, "client": "[1]"}, "JSON object"),
+        ({**good, "record": "events", "jsonLongs": "ts"}, "for raw reads"),
+        ({**good, "jsonLongs": "ts,value"}, "other than the raw columns"),
+        ({**good, "jsonLongs": "ts,a-b"}, "field names"),
+        ({**good, "jsonLongs": "ts,ts"}, "twice"),
     ]:
         with pytest.raises(SourceOptionError, match=message):
             SourceOptions.parse(bad)
+    longs = SourceOptions.parse({**good, "jsonLongs": " ts , user_id "})
+    assert longs.json_longs == ("ts", "user_id")
+    assert SourceOptions.parse(longs.as_spark_options()) == longs
+    assert SourceOptions.parse(good).json_longs == ()
 
 
 @pytest.mark.parametrize("record", [None, *SPECS])
 def test_arrow_schema_matches_what_spark_checks(record: str | None) -> None:
     assert arrow_schema(record).equals(to_arrow_schema(source_schema(record), timezone="UTC"))
+    if record is None:
+        longs = ("ts", "user_id")
+        assert arrow_schema(None, longs).equals(
+            to_arrow_schema(source_schema(None, longs), timezone="UTC"))
+        assert source_schema(None, longs).fieldNames()[-2:] == list(longs)
 
 
 # -- reader against the broker (no Spark) -------------------------------------------------
@@ -222,6 +235,25 @@ def test_raw_read_exactly_once_in_limited_batches(
         assert (row.kafka_key, row.kafka_topic, row.kafka_timestamp) == (key, topic, ts)
     partition_of_key = {(row.kafka_key, row.kafka_partition) for row in rows}
     assert len(partition_of_key) == 5  # one partition per key
+
+
+@pytest.mark.spark
+@pytest.mark.kafka
+@pytest.mark.parametrize("prefetch", [False, True])
+def test_raw_read_with_json_longs_reads_the_fields_of_each_message(
+    spark, kafka: KafkaSettings, topic: str, tmp_path: Path, prefetch: bool
+) -> None:
+    records = _produce(kafka, topic, 0, 6)
+    hostile = [b'{"ts": "17", "user_id": 1.5}', b"not json", b'{"a": {"ts": 3}}']
+    produce_all(make_producer(kafka), topic, ["h"] * 3, hostile, [BASE_TS + 10] * 3)
+    df = read_topic(spark, kafka, topic, prefetch=prefetch, json_longs=["ts", "user_id"])
+    assert df.schema == source_schema(None, ("ts", "user_id"))
+    rows = _all_rows(_run_available_now(df, tmp_path / "ckpt"))
+    read = {row.value: (row.ts, row.user_id) for row in rows}
+    expected = {value.encode(): (json.loads(value)["ts"], json.loads(value)["user_id"])
+                for _, value, _ in records}
+    expected.update({value: (None, None) for value in hostile})
+    assert read == expected
 
 
 @pytest.mark.spark

@@ -99,7 +99,7 @@ class LoggedStore(MemoryStore):
         log, self._log = self._log, []
         dirty, self._dirty = self._dirty, {}
         exact, deltas = ExactWindows(), WindowDeltas()
-        add_whole, add_delta = exact.add, deltas.add_delta
+        add_whole, add_one, add_delta = exact.add, exact.add_one, deltas.add_delta
         for rule_id, dirty_keys in dirty.items():
             stored = self.by_rule.get(rule_id, {}).get
             for key in dirty_keys:
@@ -111,7 +111,7 @@ class LoggedStore(MemoryStore):
                     else:
                         add_delta(rule_id, key, *delta)
                 elif type(window) is tuple and type(window[0]) is int:  # one exact entry
-                    add_whole(rule_id, key, *exact_entries(window))
+                    add_one(rule_id, key, window[0], window[1])
                 elif window is not None:
                     log.append((_PUT_WINDOW, rule_id, key, window))
         if deltas.keys:
@@ -252,6 +252,14 @@ class ExactWindows:
         self.lengths.append(len(times))
         self.times += times
         self.values += values
+
+    def add_one(self, rule_id: int, key: str, time: int, value: str) -> None:
+        """add() of a window holding one entry (most windows of a batch: new keys)."""
+        self.rule_ids.append(rule_id)
+        self.keys.append(key)
+        self.lengths.append(1)
+        self.times.append(time)
+        self.values.append(value)
 
     def packed(self) -> tuple[Any, ...]:
         """(rule ids, key lengths, keys joined, entries per window, times as an int64 array,

@@ -22,9 +22,12 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+import orjson
+
 from spark_jobs.contracts.json_gate import DEFAULT_MAX_MESSAGE_BYTES, MalformedJson, load_json
 from spark_jobs.contracts.records import MAX_TIME_MS
 
+EVENT_TIME_FIELD = "eventTime"  # also read by the job's source, for the watermark
 # The gate keeps non-zero numbers within the float range (adjusted exponents -324..308);
 # zeros may carry any exponent, which exact sums would have to spell out.
 MAX_ADJUSTED_EXPONENT = 400
@@ -90,16 +93,54 @@ def gated_json(raw: bytes | str | None, max_bytes: int = DEFAULT_MAX_MESSAGE_BYT
                ) -> tuple[str, Any]:
     """The message's text and its exact parse, once it has passed the JSON gate; else
     MalformedJson naming what is wrong."""
-    load_json(raw, max_bytes)
+    decoded = load_json(raw, max_bytes)
     try:
         text = decode_text(raw)
-        return text, loads_json(text)
+        exact = exact_from_gate(decoded, raw)
+        return text, loads_json(text) if exact is None else exact
     except MalformedJson:
         raise
     except ValueError as exc:  # JSONDecodeError is a ValueError
         raise MalformedJson(f"not valid JSON: {exc}") from None
     except RecursionError:  # the gate bounds depth; never let one message unwind the stack
         raise MalformedJson("JSON nested too deeply") from None
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def exact_from_gate(decoded: Any, raw: bytes | str | None) -> dict[str, Any] | None:
+    """loads_json's result, made from the gate's own parse when that is certain to be it;
+    None otherwise (the caller parses the text again).
+
+    The gate's parse (orjson) reads numbers with a fraction or exponent as floats, losing
+    their text. A flat object that orjson writes back byte for byte as it came (compact,
+    as producers write JSON) holds every float literal exactly as orjson writes that float,
+    so each one's text is known without the standard library's second parse, which cost
+    2.5 of the 5 µs a transaction's parse took in every engine shard (BENCHMARKS.md).
+    Anything else (spaces, `21.50`, `1e-07`, escapes, nesting, repeated keys) does not
+    read back the same and is parsed again."""
+    if type(decoded) is not dict:
+        return None
+    floats = []
+    for name, value in decoded.items():
+        kind = type(value)
+        if kind is float:
+            floats.append(name)
+        elif kind not in _SCALARS:
+            return None
+    data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
+    if orjson.dumps(decoded) != data:
+        return None
+    for name in floats:  # within the float range, as written by orjson: no exponent check
+        text = orjson.dumps(decoded[name]).decode()
+        number = _new_decimal(JsonDecimal, text)
+        number.text = text
+        decoded[name] = number
+    return decoded
+
+
+_new_decimal = Decimal.__new__
 
 
 def json_text(value: Any) -> str:
@@ -202,9 +243,9 @@ def parse_transaction(raw: bytes | str | None, max_bytes: int = DEFAULT_MAX_MESS
     transaction_id = fields["transactionId"]
     if not (_is_int(transaction_id) or isinstance(transaction_id, str)):
         raise TransactionError("'transactionId' must be a JSON integer or string")
-    if "eventTime" not in fields:
+    if EVENT_TIME_FIELD not in fields:
         raise TransactionError("missing field 'eventTime'")
-    event_time = fields["eventTime"]
+    event_time = fields[EVENT_TIME_FIELD]
     if not _is_int(event_time):
         raise TransactionError("'eventTime' must be an integer (epoch milliseconds)")
     if not -MAX_TIME_MS <= event_time <= MAX_TIME_MS:  # timers add windows to event times

@@ -20,6 +20,7 @@ from spark_jobs.contracts.topics import (
     TOPIC_RULES,
     TOPIC_TRANSACTIONS,
 )
+from spark_jobs.fraud.core.keys import EVENT_TIME_FIELD
 from spark_jobs.fraud.core.output_rows import KIND_RULE, KIND_TRANSACTION
 from spark_jobs.fraud.jobs.alerts_sink import NAME, FraudAlertsSink
 from spark_jobs.fraud.jobs.fraud_driver import FraudDriverSink
@@ -51,24 +52,26 @@ def build(spark: SparkSession, settings: Settings) -> DataFrame:
     handed over by the planner: streaming/kafka/prefetch.py), event time from transactions,
     routing to shards, the stateful engine per shard (pandas frames in and out)."""
     fraud = settings.fraud
+    # the event time is read by the source, as the engine reads it (kafka/json_longs.py)
     raw = read_topic(spark, settings.kafka, [TOPIC_TRANSACTIONS, TOPIC_RULES],
                      max_records_per_trigger=settings.jobs.max_records_per_trigger,
-                     idle_timeout_ms=fraud.idle_timeout_ms, prefetch=True)
+                     idle_timeout_ms=fraud.idle_timeout_ms, prefetch=True,
+                     max_message_bytes=settings.jobs.max_message_bytes,
+                     json_longs=[EVENT_TIME_FIELD])
     inputs = raw.select(
         F.when(F.col("kafka_topic") == TOPIC_RULES, F.lit(KIND_RULE))
         .otherwise(F.lit(KIND_TRANSACTION)).alias("kind"),
-        F.col("value"), F.col("value").cast("string").alias("text"),
-        "kafka_topic", "kafka_partition", "kafka_offset", "kafka_timestamp", "kafka_key",
+        F.col("value"), "kafka_topic", "kafka_partition", "kafka_offset", "kafka_timestamp",
+        "kafka_key", F.col(EVENT_TIME_FIELD).alias("source_event_time"),
     )
-    event_time = F.when(
-        F.col("kind") == KIND_TRANSACTION,
-        F.get_json_object(F.col("text"), "$.eventTime").try_cast("long"),
-    )
+    event_time = F.when(F.col("kind") == KIND_TRANSACTION, F.col("source_event_time"))
     timed = with_event_time(inputs, event_time, fraud.lateness_ms,
-                            max_clock_skew_ms=settings.jobs.max_clock_skew_ms)
+                            max_clock_skew_ms=settings.jobs.max_clock_skew_ms
+                            ).drop("source_event_time")
     if fraud.state == "driver":  # one engine in the sink (fraud_driver.FraudDriverSink)
-        return timed.drop("text")
-    routed = route(timed, shard_keys(fraud.shards, _shuffle_partitions(spark, settings)))
+        return timed
+    routed = route(timed.withColumn("text", F.col("value").cast("string")),
+                   shard_keys(fraud.shards, _shuffle_partitions(spark, settings)))
     routed = routed.drop("text")
     return routed.groupBy("shard").transformWithStateInPandas(
         FraudShardProcessor(settings.lake.checkpoint(NAME), fraud.alert_on_late_events,

@@ -16,6 +16,7 @@ from confluent_kafka import Message
 
 from spark_jobs.contracts.records import RecordError, RecordSpec
 from spark_jobs.contracts.tables import DEAD_LETTER_RAW_BYTES
+from spark_jobs.streaming.kafka.json_longs import long_columns
 from spark_jobs.streaming.kafka.options import SourceOptions
 from spark_jobs.streaming.kafka.ranges import KafkaRange
 from spark_jobs.streaming.kafka.source_schema import META_NAMES, arrow_schema
@@ -44,11 +45,11 @@ def decoded_batches(
     options: SourceOptions, part: KafkaRange, messages: list[Message]
 ) -> Iterator[pa.RecordBatch]:
     """Arrow batches (of at most BATCH_ROWS) of messages already fetched from one partition."""
-    schema = arrow_schema(options.record)
+    schema = arrow_schema(options.record, options.json_longs)
     spec = options.spec_of(part.topic)
     if spec is None:
         for first in range(0, len(messages), BATCH_ROWS):
-            yield _raw_batch(messages[first:first + BATCH_ROWS], part, schema)
+            yield _raw_batch(messages[first:first + BATCH_ROWS], part, schema, options)
         return
     for first in range(0, len(messages), BATCH_ROWS):
         yield _record_batch(messages[first:first + BATCH_ROWS], part, spec, schema,
@@ -78,7 +79,8 @@ def _constant_columns(part: KafkaRange, rows: int) -> list[pa.Array]:
     ]
 
 
-def _raw_batch(messages: list[Message], part: KafkaRange, schema: pa.Schema) -> pa.RecordBatch:
+def _raw_batch(messages: list[Message], part: KafkaRange, schema: pa.Schema,
+               options: SourceOptions) -> pa.RecordBatch:
     keys, offsets, stamps = _meta_columns(messages)
     values = [message.value() for message in messages]
     arrays = [
@@ -87,6 +89,8 @@ def _raw_batch(messages: list[Message], part: KafkaRange, schema: pa.Schema) -> 
         *_constant_columns(part, len(messages)),
         pa.array(offsets, pa.int64()),
         pa.array(stamps, pa.int64()),
+        *(pa.array(column, pa.int64()) for column in
+          long_columns(values, options.json_longs, options.max_message_bytes)),
     ]
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 

@@ -9,6 +9,7 @@ the readers agree on them.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,8 +17,11 @@ from typing import Any
 from spark_jobs.contracts.json_gate import DEFAULT_MAX_MESSAGE_BYTES
 from spark_jobs.contracts.records import SPECS, RecordSpec
 from spark_jobs.settings import KafkaSettings
+from spark_jobs.streaming.kafka.source_schema import RAW_SCHEMA
 
 SOURCE_NAME = "tideline_kafka"
+RAW_COLUMNS = frozenset(RAW_SCHEMA.fieldNames())
+_FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 STARTING = ("earliest", "latest")
 DEFAULT_READ_TIMEOUT_MS = 120_000
 # A topic read together with others that has had nothing new for this long stops holding the
@@ -43,6 +47,9 @@ class SourceOptions:
     idle_timeout_ms: int = DEFAULT_IDLE_TIMEOUT_MS
     prefetch: bool = False
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    # raw reads: top-level JSON integer fields of each value, as columns of their own
+    # (kafka/json_longs.py)
+    json_longs: tuple[str, ...] = ()
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
@@ -76,6 +83,7 @@ class SourceOptions:
                 raise SourceOptionError(
                     f"{SOURCE_NAME}: give one record spec, or one per topic ({len(topics)})"
                 )
+        json_longs = _json_longs(get("jsonLongs"), record)
         prefetch = (get("prefetch") or "false").lower()
         if prefetch not in ("true", "false"):
             raise SourceOptionError(
@@ -100,6 +108,7 @@ class SourceOptions:
             prefetch=prefetch == "true",
             max_message_bytes=_positive(get("maxMessageBytes"), "maxMessageBytes")
             or DEFAULT_MAX_MESSAGE_BYTES,
+            json_longs=json_longs,
         )
 
     @property
@@ -148,6 +157,8 @@ class SourceOptions:
             out["record"] = self.record
         if self.max_records_per_trigger:
             out["maxRecordsPerTrigger"] = str(self.max_records_per_trigger)
+        if self.json_longs:
+            out["jsonLongs"] = ",".join(self.json_longs)
         return out
 
 
@@ -161,6 +172,25 @@ def topic_options(
         "client": json.dumps(kafka.client),
         "record": (record if isinstance(record, str) else ",".join(record)) if record else "",
     }
+
+
+def _json_longs(text: str | None, record: str | None) -> tuple[str, ...]:
+    """The `jsonLongs` field names: for raw reads only, each a plain name that is not one of
+    the raw columns."""
+    if text is None:
+        return ()
+    names = tuple(name.strip() for name in text.split(","))
+    if record is not None:
+        raise SourceOptionError(f"{SOURCE_NAME}: jsonLongs is for raw reads; a record spec "
+                                "decodes every field already")
+    for name in names:
+        if not _FIELD_NAME.fullmatch(name) or name in RAW_COLUMNS:
+            raise SourceOptionError(
+                f"{SOURCE_NAME}: jsonLongs takes field names (letters, digits, _) other than "
+                f"the raw columns {sorted(RAW_COLUMNS)}, got {name!r}")
+    if len(set(names)) != len(names):
+        raise SourceOptionError(f"{SOURCE_NAME}: jsonLongs names a field twice: {text!r}")
+    return names
 
 
 def _positive(text: str | None, name: str) -> int | None:

@@ -51,7 +51,7 @@ class TidelineKafkaSource(DataSource):
         return SOURCE_NAME
 
     def schema(self) -> StructType:
-        return source_schema(self.parsed.record)
+        return source_schema(self.parsed.record, self.parsed.json_longs)
 
     def streamReader(self, schema: StructType) -> TidelineKafkaStreamReader:
         if self.parsed.prefetch:  # Spark then asks for the simple (prefetching) reader
@@ -83,11 +83,13 @@ def read_topic(
     idle_timeout_ms: int | None = None,
     prefetch: bool = False,
     max_message_bytes: int | None = None,
+    json_longs: Sequence[str] = (),
 ) -> DataFrame:
     """A streaming DataFrame of one or several topics read together (raw, or decoded with the
     record spec of each topic); several topics share one offset plan and one admission limit,
     so their event times advance together. A decoded message larger than `max_message_bytes`
-    becomes an error row."""
+    becomes an error row. `json_longs` (raw reads): top-level integer fields of each value
+    as long columns (kafka/json_longs.py)."""
     options = SourceOptions.parse(
         {
             **topic_options(kafka, topic, record),
@@ -98,6 +100,7 @@ def read_topic(
             "idleTimeoutMs": "" if idle_timeout_ms is None else str(idle_timeout_ms),
             "prefetch": str(prefetch).lower(),
             "maxMessageBytes": "" if max_message_bytes is None else str(max_message_bytes),
+            "jsonLongs": ",".join(json_longs),
         }
     )
     register(spark)

@@ -61,16 +61,19 @@ def record_fields(record: str | None) -> tuple[tuple[str, str], ...]:
     return tuple(fields.items())
 
 
-def source_schema(record: str | None) -> StructType:
-    """Raw columns, or the specs' fields (all nullable) followed by Kafka and error columns."""
+def source_schema(record: str | None, json_longs: tuple[str, ...] = ()) -> StructType:
+    """Raw columns (then a nullable long per `jsonLongs` field), or the specs' fields (all
+    nullable) followed by Kafka and error columns."""
     if not record:
-        return RAW_SCHEMA
+        return StructType([*RAW_SCHEMA.fields,
+                           *(StructField(name, LongType()) for name in json_longs)])
     fields = [StructField(name, _SPARK_TYPES[kind]) for name, kind in record_fields(record)]
     return StructType([*fields, *RECORD_META_FIELDS])
 
 
-def arrow_schema(record: str | None) -> pa.Schema:
-    """The Arrow schema Spark expects for `source_schema(record)` (checked on the first batch)."""
+def arrow_schema(record: str | None, json_longs: tuple[str, ...] = ()) -> pa.Schema:
+    """The Arrow schema Spark expects for `source_schema(record, json_longs)` (checked on the
+    first batch)."""
     if not record:
         fields = [
             pa.field("kafka_key", pa.string()),
@@ -87,4 +90,5 @@ def arrow_schema(record: str | None) -> pa.Schema:
     ]
     if record:
         fields += [pa.field("error", pa.string()), pa.field("raw_value", pa.string())]
+    fields += [pa.field(name, pa.int64()) for name in json_longs]
     return pa.schema(fields)
