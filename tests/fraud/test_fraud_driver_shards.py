@@ -15,14 +15,21 @@ import pytest
 
 from spark_jobs.contracts.topics import TOPIC_RULES, TOPIC_TRANSACTIONS
 from spark_jobs.fraud.core.engine import FraudEngine, MemoryStore
-from spark_jobs.fraud.core.output_rows import KIND_RULE, KIND_TRANSACTION
+from spark_jobs.fraud.core.output_rows import KIND_RULE, KIND_TRANSACTION, arrival_order
 from spark_jobs.fraud.core.rule_routing import EVERY_SHARD, owner_shard
 from spark_jobs.fraud.jobs import fraud_driver
 from spark_jobs.fraud.jobs.alerts_sink import NAME
-from spark_jobs.fraud.jobs.engine_host import EngineHost, HostSpec, InputRow, evaluate_batch
+from spark_jobs.fraud.jobs.engine_host import (
+    EngineHost,
+    HostSpec,
+    InputRow,
+    evaluate_batch,
+    input_rows_of,
+)
 from spark_jobs.fraud.jobs.engine_process import EngineProcess, EngineProcessError
 from spark_jobs.fraud.jobs.engine_state_files import EngineStateFiles, StateFilesError
 from spark_jobs.fraud.jobs.fraud_driver import FraudDriverSink
+from spark_jobs.streaming.future_rows import FUTURE_COLUMN
 
 
 def _rule(rule_id: Any, **extra: Any) -> bytes:
@@ -333,3 +340,21 @@ def test_a_snapshot_is_taken_after_snapshot_every_batches_whatever_their_size(tm
         if host.snapshots.in_flight is not None:
             taken.append(host.snapshots.poll(wait=True))
     assert taken == [3, 7, 11]  # from -1 (no snapshot) every 4 batches; 12 batches of traffic
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_batch_is_read_in_the_contracts_arrival_order(seed):
+    """input_rows_of sorts in Arrow as output_rows.arrival_order sorts rows: Kafka time, a
+    rule before a transaction, then topic, partition and offset."""
+    rng = random.Random(seed)
+    rows = []
+    for offset in range(200):
+        kind = rng.choice([KIND_RULE, KIND_TRANSACTION, KIND_TRANSACTION])
+        topic = TOPIC_RULES if kind == KIND_RULE else rng.choice([TOPIC_TRANSACTIONS, "tx-b"])
+        rows.append(InputRow(kind, f"m{offset}".encode(), topic, rng.randrange(3), offset,
+                             1_000 + rng.randrange(20), None, rng.choice([None, 7])))
+    table = pa.table({name: [getattr(r, name) for r in rows] for name in InputRow._fields})
+    assert input_rows_of(table) == sorted(rows, key=arrival_order)
+    without_future = table.drop_columns([FUTURE_COLUMN])
+    assert input_rows_of(without_future) == sorted(
+        (r._replace(future_by_ms=None) for r in rows), key=arrival_order)
