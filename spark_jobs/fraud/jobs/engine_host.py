@@ -1,8 +1,8 @@
 """One engine of `fraud.state: driver` with its durable state: the rules of one shard.
 
 The driver splits the rules over `fraud.shards` engines (fraud.core.rule_routing), each held
-by an EngineHost: shard 0 in the driver's own process, the others in processes of their own
-(engine_process.py), so that evaluation uses every core of the driver's machine. Every host
+by an EngineHost in a process of its own (engine_process.py; a single shard in the driver's
+own process), so that evaluation uses every core of the driver's machine. Every host
 sees every transaction of the batch and applies, in arrival order, the rules messages its
 shard owns. Its state is kept in memory from batch to batch and made durable in the query's
 checkpoint: the batch's changes in one file per batch, written before the batch's outputs are

@@ -1,7 +1,8 @@
 """An EngineHost in a process of its own, driven over a socket by the driver's sink.
 
-The driver's Python runs one core; with the rules split over shards, every shard but the
-first runs here, in parallel with the driver's own. The process is started by the sink with
+The driver's Python runs one core; with the rules split over shards, every shard runs here,
+one process each, in parallel with each other and with the driver's reading of the next
+batch. The process is started by the sink with
 the driver's interpreter (`python -m spark_jobs.fraud.jobs.engine_process <fd>`; no fork of a
 process that holds a JVM gateway and Kafka clients), receives plain calls (restore, evaluate,
 write_changes, maybe_snapshot, close) as pickles and answers each with its result or the

@@ -49,7 +49,8 @@ class EngineStateFiles:
 
     def pin_shards(self, shards: int) -> None:
         """Record the number of shards in a new checkpoint; fail on one split differently,
-        whose rules and windows live in the other shards' files (shard 0's files call)."""
+        whose rules and windows live in the other shards' files (the driver calls it before it
+        starts the engines, and shard 0's host again)."""
         path = f"{self.folder}/{SHARDS_FILE}"
         if self.filesystem.get_file_info(path).type == pafs.FileType.NotFound:
             recorded = 1 if self._batches(CHANGES) or self._batches(SNAPSHOT) else None

@@ -4,13 +4,14 @@ The transformWithState path pays a socket round trip to the JVM for every state 
 (dozens per transaction) and a RocksDB commit per batch, which bound its throughput and its
 batch cycle far below the engine's own speed. Here the query is stateless (source, event-time
 watermark, foreachBatch) and the engines keep their state in memory between batches: the rules
-are split over `fraud.shards` engines (fraud.core.rule_routing), shard 0 in the driver's
-process and each other one in a process of its own (engine_process), so that a batch is
-evaluated on every core of the driver's machine at once (numbers in BENCHMARKS.md, issues 5
-and 15). Durability comes from the query's checkpoint: each engine writes its batch's state
-changes there before the batch's `fraud_alerts` commit, and a snapshot now and then, when the
-change files outweigh it (engine_host); a restarted job rebuilds the state of
-the last committed batch and Spark replays the next one.
+are split over `fraud.shards` engines (fraud.core.rule_routing), each in a process of its own
+(engine_process; a single shard stays in the driver's), so that a batch is evaluated on every
+core of the driver's machine at once while the driver's Python reads the next batch and
+publishes (numbers in BENCHMARKS.md, issues 5 and 15). Durability comes from the query's
+checkpoint: each engine writes its batch's state changes there before the batch's
+`fraud_alerts` commit, and a snapshot now and then, when the change files outweigh it
+(engine_host); a restarted job rebuilds the state of the last committed batch and Spark
+replays the next one.
 A batch is evaluated and delivered in the background while Spark commits it and reads and
 plans the next one, so the engines and the JVM work at the same time; the batch's input is
 first written ahead in the checkpoint (inputs_ahead), and a restarted sink delivers what is
@@ -44,6 +45,7 @@ from spark_jobs.contracts.topics import TOPIC_FRAUD_ALERTS
 from spark_jobs.fraud.jobs.alerts_sink import NAME, FraudAlertsSink, alert_key, refused_row
 from spark_jobs.fraud.jobs.engine_host import EngineHost, HostSpec
 from spark_jobs.fraud.jobs.engine_process import EngineProcess, EngineProcessError
+from spark_jobs.fraud.jobs.engine_state_files import EngineStateFiles
 from spark_jobs.fraud.jobs.inputs_ahead import InputsAhead
 from spark_jobs.fraud.jobs.publishing import RefusingPublisher
 from spark_jobs.fraud.processors.resident import settle_garbage_collector
@@ -63,8 +65,9 @@ class FraudDriverSink(FraudAlertsSink):
     def __init__(self, settings: Settings) -> None:
         super().__init__(settings)
         self.checkpoint = settings.lake.checkpoint(NAME)
-        self._local: EngineHost | None = None
-        self._others: list[EngineProcess] = []
+        self._local: EngineHost | None = None  # the engine of a single shard
+        self._others: list[EngineProcess] = []  # those of several shards, one each
+        self._started = False
         self._applied: int | None = None  # the batch every engine's state is the state after
         self._sent_alerts: RefusingPublisher | None = None  # of the batch being delivered
         self._ahead: InputsAhead | None = None
@@ -72,45 +75,53 @@ class FraudDriverSink(FraudAlertsSink):
         self._running: Future[None] | None = None  # the batch in the background
         self._caught_up = False  # every batch written ahead before this process's is delivered
 
-    @property
-    def local(self) -> EngineHost:
-        """Shard 0's engine; the other shards' processes start with it (all or none)."""
-        if self._local is None:
-            specs = [HostSpec.of(self.settings, self.checkpoint, shard)
-                     for shard in range(self.settings.fraud.shards)]
-            local = EngineHost(specs[0])  # checks the shards the checkpoint holds
-            others: list[EngineProcess] = []
-            try:
-                for spec in specs[1:]:
-                    others.append(EngineProcess(spec))
-            except BaseException:
-                for other in others:
-                    other.close()
-                raise
-            self._local, self._others = local, others
-        return self._local
+    def _start_engines(self) -> None:
+        """Start every shard's engine (all or none): one shard in this process; several each
+        in a process of its own, so that no evaluation shares the GIL with the thread that
+        reads the next batch from the JVM and publishes this one's alerts (BENCHMARKS.md,
+        2026-11-29 sixth session). A checkpoint split differently fails here."""
+        if self._started:
+            return
+        specs = [HostSpec.of(self.settings, self.checkpoint, shard)
+                 for shard in range(self.settings.fraud.shards)]
+        if len(specs) == 1:
+            self._local = EngineHost(specs[0])  # checks the shards the checkpoint holds
+            self._started = True
+            return
+        EngineStateFiles(self.checkpoint, 0).pin_shards(len(specs))
+        others: list[EngineProcess] = []
+        try:
+            for spec in specs:
+                others.append(EngineProcess(spec))
+        except BaseException:
+            for other in others:
+                other.close()
+            raise
+        self._others, self._started = others, True
 
     def warm(self) -> None:
-        """Also start the other shards' processes, so that their start-up overlaps the
-        query's (and a checkpoint split differently fails at start), and deliver the batches
-        Spark committed that the last run left written ahead: now, not when (or if) new
-        data makes a batch."""
+        """Also start the shards' engines, so that their start-up overlaps the query's (and
+        a checkpoint split differently fails at start), and deliver the batches Spark
+        committed that the last run left written ahead: now, not when (or if) new data makes
+        a batch."""
         super().warm()
-        _ = self.local
+        self._start_engines()
         committed = last_committed_batch(self.checkpoint)
         if committed is not None:
             self._catch_up(before=committed + 1)
 
-    def _together(self, run_here: Callable[[], T], method: str, *args: object
-                  ) -> tuple[T, list[Any]]:
-        """`method(*args)` in every other shard's process while `run_here()` runs here; every
-        call begun is answered before this returns or raises (the first error raised)."""
+    def _together(self, run_here: Callable[[EngineHost], T], method: str, *args: object
+                  ) -> tuple[T | None, list[Any]]:
+        """`method(*args)` in every engine process while `run_here(engine)` runs on the
+        engine in this process, if any; every call begun is answered before this returns or
+        raises (the first error raised)."""
+        self._start_engines()
         begun: list[EngineProcess] = []
         try:
             for other in self._others:
                 other.begin(method, *args)
                 begun.append(other)
-            mine = run_here()
+            mine = None if self._local is None else run_here(self._local)
         except BaseException:
             for other in begun:
                 with contextlib.suppress(EngineProcessError):
@@ -127,8 +138,8 @@ class FraudDriverSink(FraudAlertsSink):
         return mine, theirs
 
     def _on_every_shard(self, method: str, *args: object) -> None:
-        """The same call on every engine, the other processes working while this one does."""
-        self._together(lambda: getattr(self.local, method)(*args), method, *args)
+        """The same call on every engine, at once."""
+        self._together(lambda engine: getattr(engine, method)(*args), method, *args)
 
     @property
     def ahead(self) -> InputsAhead:
@@ -173,7 +184,6 @@ class FraudDriverSink(FraudAlertsSink):
     def evaluate_and_deliver(self, batch_id: int, table: pa.Table) -> None:
         """The batch through every shard's engine, then its outputs published and committed
         (a batch `fraud_alerts` already holds only brings the engines' state after it)."""
-        local = self.local
         # Only the first batch of a process can be a replay (a failed batch ends the query),
         # so the table's log is read for it alone, not on every batch of the hot path.
         continuing = self._applied == batch_id - 1
@@ -191,10 +201,11 @@ class FraudDriverSink(FraudAlertsSink):
         alerts = RefusingPublisher(self.outputs.producer, TOPIC_FRAUD_ALERTS, self.fence, key_only)
         self._applied = None  # memory moves ahead of the files, also if evaluation fails
         mine, theirs = self._together(
-            lambda: local.evaluate(batch_id, table, watermark, now_ms,
-                                   partial(publish_found, alerts)),
+            lambda engine: engine.evaluate(batch_id, table, watermark, now_ms,
+                                           partial(publish_found, alerts)),
             "evaluate", batch_id, table, watermark, now_ms)
-        outputs = pa.concat_tables([mine, *(_published(t, alerts) for t in theirs)])
+        outputs = pa.concat_tables([*([] if mine is None else [mine]),
+                                    *(_published(t, alerts) for t in theirs)])
         counts = self.drop_counts(outputs)
         self._sent_alerts = alerts
         self.deliver(outputs, batch_id)
@@ -268,7 +279,7 @@ def publish_found(alerts: RefusingPublisher, rows: list[dict[str, Any]], index: 
 
 
 def _published(outputs: pa.Table, alerts: RefusingPublisher) -> pa.Table:
-    """Another shard's outputs, its alerts sent as the driver's own shard sends them."""
+    """An engine process's outputs, its alerts sent as a single shard's are as found."""
     if "alert" not in outputs["kind"].to_pylist():
         return outputs
     rows = outputs.to_pylist()
