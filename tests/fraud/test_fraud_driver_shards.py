@@ -350,7 +350,8 @@ def test_a_batch_is_read_in_the_contracts_arrival_order(seed):
     rows = []
     for offset in range(200):
         kind = rng.choice([KIND_RULE, KIND_TRANSACTION, KIND_TRANSACTION])
-        topic = TOPIC_RULES if kind == KIND_RULE else rng.choice([TOPIC_TRANSACTIONS, "tx-b"])
+        topic = TOPIC_RULES if kind == KIND_RULE else rng.choice(
+            [TOPIC_TRANSACTIONS, "tx-b", "tx-\u00e9", "tx-\U0001f600"])
         rows.append(InputRow(kind, f"m{offset}".encode(), topic, rng.randrange(3), offset,
                              1_000 + rng.randrange(20), None, rng.choice([None, 7])))
     table = pa.table({name: [getattr(r, name) for r in rows] for name in InputRow._fields})
@@ -358,3 +359,22 @@ def test_a_batch_is_read_in_the_contracts_arrival_order(seed):
     without_future = table.drop_columns([FUTURE_COLUMN])
     assert input_rows_of(without_future) == sorted(
         (r._replace(future_by_ms=None) for r in rows), key=arrival_order)
+    # a message without a Kafka time comes first, as the shadow (recompute.py) reads it as -1
+    untimed = [r._replace(kafka_timestamp=None) if r.kafka_offset % 7 == 0 else r for r in rows]
+    table = pa.table({name: [getattr(r, name) for r in untimed] for name in InputRow._fields})
+    assert input_rows_of(table) == sorted(untimed, key=lambda r: arrival_order(
+        r._replace(kafka_timestamp=-1 if r.kafka_timestamp is None else r.kafka_timestamp)))
+
+
+def test_an_engine_process_that_cannot_start_says_why(tmp_path):
+    """The host is made in the process: its failure is its start's answer, with the cause,
+    not a process found dead at the first call."""
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    process = EngineProcess(_spec(str(blocked / "checkpoint"), 1, 2))
+    try:
+        with pytest.raises(EngineProcessError, match=r"(?s)shard 1, start: .*NotADirectoryError"):
+            process.started()
+    finally:
+        process.close()
+    assert process._process.returncode == 0

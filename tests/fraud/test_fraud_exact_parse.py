@@ -88,3 +88,12 @@ def test_the_fast_path_equals_the_exact_parse(fields: dict[str, Any], stdlib: bo
     raw = (json.dumps(fields, separators=(",", ":"), ensure_ascii=False).encode()
            if stdlib else orjson.dumps(fields))
     _check(raw)
+
+
+def test_text_and_buffer_messages_parse_as_bytes_do() -> None:
+    raw = b'{"transactionId":"t-1","eventTime":5,"paymentAmount":21.5,"note":"caf\xc3\xa9"}'
+    expected = gated_json(raw)
+    for same in (raw.decode(), bytearray(raw), memoryview(raw)):
+        text, parsed = gated_json(same)
+        assert text == expected[0] and _same(parsed, expected[1])
+    assert exact_from_gate(orjson.loads(raw), raw.decode()) is not None

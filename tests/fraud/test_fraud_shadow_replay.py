@@ -12,7 +12,12 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from helpers.hostile import hostile_messages
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from spark_jobs.contracts.json_gate import DEFAULT_MAX_MESSAGE_BYTES
+from spark_jobs.contracts.records import MAX_TIME_MS
 from spark_jobs.contracts.topics import TOPIC_RULES, TOPIC_TRANSACTIONS
 from spark_jobs.fraud.core.engine import FraudEngine, MemoryStore
 from spark_jobs.fraud.core.output_rows import KIND_RULE, KIND_TRANSACTION
@@ -21,6 +26,7 @@ from spark_jobs.fraud.shadow.compare import decidable
 from spark_jobs.fraud.shadow.recompute import input_rows, replay
 from spark_jobs.fraud.shadow.watermark import spark_event_time, watermark_bounds
 from spark_jobs.settings import FraudSettings
+from spark_jobs.streaming.kafka.json_longs import top_level_longs
 from spark_jobs.streaming.kafka.topic_reader import Message
 
 T0 = 1_767_225_600_000
@@ -29,27 +35,58 @@ LATENESS = 20_000
 
 @pytest.mark.parametrize(("text", "expected"), [
     ('{"eventTime": 1767225600000}', 1767225600000),
-    ('{"transactionId": "x", "eventTime": 1767225600000, "amount": 1.5}', 1767225600000),
-    ('{"eventTime": "1767225600000"}', None),  # the engine's reading: not an integer
-    ('{"eventTime": " 17 "}', None),
+    ('{"eventTime": "1767225600000"}', 1767225600000),  # a dead letter, yet Spark reads it
+    ('{"eventTime": " 17 "}', 17),
+    ('{"eventTime": "+12"}', 12),
     ('{"eventTime": 1.5e12}', None),
-    ('{"eventTime": 1767225600000.0}', None),
+    ('{"eventTime": "12.9"}', None),
     ('{"eventTime": true}', None),
     ('{"eventTime": -5}', None),  # outside 0..MAX_TIME_MS: no watermark
     ('{"eventTime": 1000000000000000000}', None),
-    ('{"eventTime": 99999999999999999999}', None),
     ('{"a": {"eventTime": 3}}', None),
     ('[{"eventTime": 4}]', None),
-    ('{"eventTime": 5, "eventTime": 9}', 9),  # the last, as the engine's parser keeps it
-    ('{"eventTime": 9, "eventTime": 5}', 5),
-    (' {"eventTime":8} trailing', None),  # not JSON
-    ("{'eventTime': 6}", None),
+    ('{"eventTime": 5, "eventTime": 9}', 9),  # Spark takes the first: the bound the larger
+    (' {"eventTime":8} trailing', 8),  # not JSON to Python, read by Spark
+    ("{'eventTime': 6}", 6),
     ("garbage", None),
-    ("", None),
     (None, None),
 ])
 def test_the_event_time_the_watermark_reads(text: str | None, expected: int | None) -> None:
     assert spark_event_time(text) == expected
+
+
+def _job_event_time(raw: bytes | str | None) -> int | None:
+    """The eventTime the job's watermark takes now: its source's reading (json_longs), in
+    the range with_event_time keeps."""
+    data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
+    (found,) = top_level_longs(data, ("eventTime",), DEFAULT_MAX_MESSAGE_BYTES)
+    return found if found is not None and 0 <= found <= MAX_TIME_MS else None
+
+
+HOSTILE = hostile_messages(
+    {"transactionId": 1, "eventTime": T0, "payeeId": 5, "paymentAmount": 2.5,
+     "paymentType": "CRD"}, int_field="payeeId", string_field="paymentType",
+    time_field="eventTime", number_field="paymentAmount")
+_event_times = st.one_of(st.integers(-5, MAX_TIME_MS + 5), st.integers(),
+                         st.text("0123456789+- ", max_size=14), st.floats(), st.booleans(),
+                         st.none())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["eventTime", "other", "eventtime"]), _event_times),
+                max_size=4),
+       st.sampled_from(["json", "spaced", "cut"]))
+def test_the_bound_reads_every_event_time_the_job_reads(pairs, shape) -> None:
+    """The shadow's reading (get_json_object's, as the job had it) finds, for any message,
+    at least the eventTime the job's source now reads: one bound for data either read."""
+    body = ",".join(f"{json.dumps(k)}:{json.dumps(v)}" for k, v in pairs)
+    text = {"json": "{" + body + "}", "spaced": "{ " + body.replace(":", ": ") + " }",
+            "cut": "{" + body}[shape]
+    for raw in (text, text.encode(), *(message for _, message, _ in HOSTILE)):
+        job = _job_event_time(raw)
+        if job is not None:
+            bound = spark_event_time(raw)
+            assert bound is not None and bound >= job
 
 
 def _row(kind: str, stamp: int, value: Any, offset: int = 0) -> InputRow:
@@ -149,7 +186,7 @@ def _job_outputs(rows: Sequence[InputRow], fraud: FraudSettings, rng: random.Ran
         late |= {(d["topic"], d["partition"], d["offset"]) for d in out
                  if d["kind"] == "dead_letter" and d["reason"] == "late"}
         times = [t for r in batch if r.kind == KIND_TRANSACTION
-                 and (t := spark_event_time(r.value)) is not None]
+                 and (t := _job_event_time(r.value)) is not None]
         if times:
             watermark = max(watermark, max(times) - fraud.lateness_ms)
     return alerts, late

@@ -29,6 +29,9 @@ NAMES = ("ts", "user_id")
     (b'{"ts": 5} trailing', (None, None)),  # not JSON
     (b'\xff{"ts": 5}', (None, None)),  # not UTF-8
     (b'', (None, None)),
+    # what orjson takes and the JSON gate refuses still reads (the job dead-letters it)
+    (b'{"ts": 5, "x": 99999999999999999999}', (5, None)),
+    (b'{"ts": 5, "x": ' + b"[" * 70 + b"]" * 70 + b"}", (5, None)),
     (None, (None, None)),
 ])
 def test_reads_top_level_integers_as_the_jobs_parsers_do(value: bytes | None,

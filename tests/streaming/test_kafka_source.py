@@ -110,6 +110,8 @@ def test_options_are_validated() -> None:
         ({**good, "jsonLongs": "ts,value"}, "other than the raw columns"),
         ({**good, "jsonLongs": "ts,a-b"}, "field names"),
         ({**good, "jsonLongs": "ts,ts"}, "twice"),
+        ({**good, "jsonLongs": "ts,TS"}, "twice"),  # Spark's columns ignore case
+        ({**good, "jsonLongs": "Value"}, "other than the raw columns"),
     ]:
         with pytest.raises(SourceOptionError, match=message):
             SourceOptions.parse(bad)

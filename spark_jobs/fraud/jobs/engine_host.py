@@ -84,7 +84,9 @@ def input_rows_of(table: pa.Table) -> list[InputRow]:
 
 # output_rows.arrival_order, as Arrow sort keys (a rule before a transaction on ties)
 _KIND_RANK = "_kind_rank"
-_ARRIVAL = [("kafka_timestamp", "ascending"), (_KIND_RANK, "ascending"),
+# A message without a Kafka time (a broker that keeps none) comes first, as the shadow reads
+# its time as -1 (streaming/kafka/topic_reader.py).
+_ARRIVAL = [("kafka_timestamp", "ascending", "at_start"), (_KIND_RANK, "ascending"),
             ("kafka_topic", "ascending"), ("kafka_partition", "ascending"),
             ("kafka_offset", "ascending")]
 

@@ -26,6 +26,7 @@ from spark_jobs.fraud.processors.resident import settle_garbage_collector
 
 CALLS = frozenset({"restore", "evaluate", "write_changes", "maybe_snapshot"})
 STOP_TIMEOUT_S = 130.0  # a snapshot in flight gets 120 s to finish (BackgroundSnapshots.close)
+EXIT_TIMEOUT_S = 5.0  # for a process that has answered its last call to exit
 
 
 class EngineProcessError(RuntimeError):
@@ -44,10 +45,17 @@ class EngineProcess:
             pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL)
         theirs.close()
         self._connection = Connection(ours.detach())
-        self._pending: str | None = None
+        # the process answers its start (its host made, or why not) like any call
+        self._pending: str | None = "start"
         self._connection.send(spec)
 
+    def started(self) -> None:
+        """Wait until the process has made its host; its error raised, with the cause."""
+        if self._pending == "start":
+            self.end()
+
     def begin(self, method: str, *args: Any) -> None:
+        self.started()
         if self._pending is not None:
             raise EngineProcessError(f"shard {self.spec.shard}: {self._pending} still running")
         self._pending = method
@@ -95,9 +103,11 @@ class EngineProcess:
         except (EngineProcessError, subprocess.TimeoutExpired):
             pass
         finally:
-            if self._process.poll() is None:
+            try:  # a process that answered its end (or failed its start) is exiting
+                self._process.wait(EXIT_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
                 self._process.kill()
-            self._process.wait()
+                self._process.wait()
             self._connection.close()
 
 
@@ -106,7 +116,17 @@ def serve(connection: Connection) -> None:
     Ctrl-C and SIGTERM are the driver's to handle (it stops its query, then this process)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    host = EngineHost(connection.recv())
+    try:
+        host = EngineHost(connection.recv())
+    except Exception:
+        with contextlib.suppress(OSError):
+            connection.send((False, traceback.format_exc(limit=8)))
+        return
+    try:
+        connection.send((True, None))
+    except OSError:  # the driver is gone already
+        host.close()
+        return
     while True:
         try:
             method, args = connection.recv()

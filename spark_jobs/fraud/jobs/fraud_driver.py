@@ -93,6 +93,8 @@ class FraudDriverSink(FraudAlertsSink):
         try:
             for spec in specs:
                 others.append(EngineProcess(spec))
+            for other in others:  # started at once, then awaited: a failure fails the start
+                other.started()
         except BaseException:
             for other in others:
                 other.close()

@@ -7,10 +7,12 @@ the plan needs one field before that, the event time its watermark follows. Read
 (BENCHMARKS.md, 2026-11-29 sixth session). The source already holds every message in Python;
 orjson reads the field there in under a microsecond and the column arrives typed.
 
-A field is read only as the jobs' own parsers accept it: a JSON integer in the int64 range at
-the top level of an object (the last one when a key repeats, as Python's json keeps it).
-Anything else (a numeric string, a float, nesting, text that is not JSON, a message larger
-than the gate's bound) reads null, so a message the job then dead-letters moves no watermark.
+A field is read as the jobs' own parsers read it: a JSON integer in the int64 range at the
+top level of an object (the last one when a key repeats, as Python's json keeps it). Anything
+else (a numeric string, a float, nesting, text that is not JSON, a message larger than the
+gate's bound) reads null. The JSON gate's finer checks (nesting depth, number literals) are
+left to the job: a message that passes orjson but fails those still gives its field, as
+get_json_object gave it, and the job then dead-letters the message.
 """
 
 from __future__ import annotations

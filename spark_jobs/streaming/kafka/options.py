@@ -180,15 +180,16 @@ def _json_longs(text: str | None, record: str | None) -> tuple[str, ...]:
     if text is None:
         return ()
     names = tuple(name.strip() for name in text.split(","))
+    folded = [name.lower() for name in names]  # Spark resolves columns ignoring case
     if record is not None:
         raise SourceOptionError(f"{SOURCE_NAME}: jsonLongs is for raw reads; a record spec "
                                 "decodes every field already")
-    for name in names:
-        if not _FIELD_NAME.fullmatch(name) or name in RAW_COLUMNS:
+    for name, lower in zip(names, folded, strict=True):
+        if not _FIELD_NAME.fullmatch(name) or lower in RAW_COLUMNS:
             raise SourceOptionError(
                 f"{SOURCE_NAME}: jsonLongs takes field names (letters, digits, _) other than "
                 f"the raw columns {sorted(RAW_COLUMNS)}, got {name!r}")
-    if len(set(names)) != len(names):
+    if len(set(folded)) != len(names):
         raise SourceOptionError(f"{SOURCE_NAME}: jsonLongs names a field twice: {text!r}")
     return names
 
