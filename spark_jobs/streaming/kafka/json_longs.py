@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 import orjson
 
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+from spark_jobs.contracts.json_gate import INT64_MAX, INT64_MIN
 
 
 def top_level_longs(value: bytes | None, names: Sequence[str], max_bytes: int
