@@ -23,7 +23,7 @@ def bucket_state(spark: Any, checkpoint: str, batch_id: int, buckets: int,
              .option("batchId", batch_id).option("operatorId", operator_id)
              .options(**(options or {})).load())
     blobs = [row[0] for row in frame.selectExpr(f"{column} AS blob").toLocalIterator()]
-    stores = [BucketStore.from_blob(bytes(blob), buckets) for blob in blobs if blob]
+    stores = [BucketStore.from_blob(blob, buckets) for blob in blobs if blob]
     keys = sum(len(store) for store in stores)
     stored = sum(len(blob) for blob in blobs if blob)
     payload = sum(len(value) for store in stores for value in store.payloads.values())

@@ -136,3 +136,12 @@ def test_frames_keep_nulls_and_exact_integers_both_ways():
     assert list(out.columns) == SCHEMA.fieldNames()
     assert out["user_id"].dtype == "Int64" and out["user_id"][0] == 2**63 - 1
     assert to_frame([], SCHEMA).empty
+
+
+def test_a_bucket_is_kept_as_ascii_text_and_read_back_whole():
+    """Spark keeps the blob in a text column (streaming/state_text.py): any bytes survive."""
+    payloads = {5: bytes(range(256)), "u": b"", 2**63 - 1: b"\x00\xff" * 1000}
+    blob = BucketStore(64, payloads, {5: 10}).to_blob()
+    assert isinstance(blob, str) and blob.isascii()
+    store = BucketStore.from_blob(blob, 64)
+    assert store.payloads == payloads and store.wakeups == {5: 10}

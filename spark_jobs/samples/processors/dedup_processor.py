@@ -35,7 +35,7 @@ from pyspark.sql.streaming.stateful_processor import (
     StatefulProcessorHandle,
     TimerValues,
 )
-from pyspark.sql.types import LongType, StringType, StructField, StructType
+from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
 
 from spark_jobs.contracts.json_gate import DEFAULT_MAX_MESSAGE_BYTES
 from spark_jobs.contracts.topics import TOPIC_VIEWS
@@ -44,7 +44,6 @@ from spark_jobs.samples.core.records import Source, View, parse_view
 from spark_jobs.samples.processors.expiry_ring import RING_SIZE, ExpiryRing, slot_ms
 from spark_jobs.streaming.bucketed.frames import column_values, to_frame
 from spark_jobs.streaming.bucketed.keys import BUCKET_COLUMN, UNKEYED, with_bucket
-from spark_jobs.streaming.bucketed.store import STATE_SCHEMA
 from spark_jobs.streaming.event_time import FUTURE_COLUMN
 from spark_jobs.streaming.map_state_batch import get_values, update_values
 
@@ -59,6 +58,7 @@ _PARSED_TYPES = (StringType(), LongType(), LongType(), LongType(), StringType())
 _VIEW_ID = StructType([StructField("view_id", StringType(), False)])
 _FIRST_ARRIVAL = StructType([StructField(n, LongType(), False)
                              for n in ("ts", "user_id", "post_id")])
+_RING = StructType([StructField("blob", BinaryType(), True)])  # a few hundred bytes
 _ENTRY = StructType([StructField("view_id", StringType(), False),
                      StructField("ts", LongType(), False)])
 _COORDINATES = ("kafka_topic", "kafka_partition", "kafka_offset", "kafka_timestamp",
@@ -122,7 +122,7 @@ class ViewDedupProcessor(StatefulProcessor):
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
         self.firsts = handle.getMapState("firsts", _VIEW_ID, _FIRST_ARRIVAL)
-        self.ring_state = handle.getValueState("ring", STATE_SCHEMA)
+        self.ring_state = handle.getValueState("ring", _RING)
         self.lists = [handle.getListState(f"expiring_{i}", _ENTRY) for i in range(RING_SIZE)]
         self.replaced = handle.getListState("replaced", _ENTRY)
 

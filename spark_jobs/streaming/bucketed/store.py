@@ -2,7 +2,9 @@
 
 A bucket holds hundreds to thousands of keys; only the keys a batch touches (and those
 whose wake-up has come) are decoded into domain objects, the others stay bytes. The blob is
-one pickle of two dicts, read and written once per bucket and micro-batch.
+one pickle of two dicts, read and written once per bucket and micro-batch, kept by Spark as
+ASCII text (streaming/state_text.py: a binary state column costs the JVM far more to hand to
+Python).
 """
 
 from __future__ import annotations
@@ -10,10 +12,10 @@ from __future__ import annotations
 import pickle
 from collections.abc import Hashable, Iterator
 
-from pyspark.sql.types import BinaryType, StructField, StructType
+from spark_jobs.streaming.state_text import TEXT_BLOB_SCHEMA, from_state_text, to_state_text
 
-STATE_SCHEMA = StructType([StructField("blob", BinaryType(), True)])
-FORMAT = 1  # bumped when the blob's layout changes (a checkpoint of another format is refused)
+STATE_SCHEMA = TEXT_BLOB_SCHEMA
+FORMAT = 2  # bumped when the blob's layout changes (a checkpoint of another format is refused)
 
 
 class BucketStore:
@@ -28,12 +30,12 @@ class BucketStore:
         self.wakeups: dict[Hashable, int] = wakeups or {}
 
     @classmethod
-    def from_blob(cls, blob: bytes | None, buckets: int) -> BucketStore:
+    def from_blob(cls, blob: str | None, buckets: int) -> BucketStore:
         """The stored bucket; refused when written by another format or bucket count (its
         keys would now belong to other buckets and their state would be lost)."""
         if not blob:
             return cls(buckets)
-        version, stored_buckets, payloads, wakeups = pickle.loads(blob)
+        version, stored_buckets, payloads, wakeups = pickle.loads(from_state_text(blob))
         if version != FORMAT:
             raise RuntimeError(
                 f"bucket state of format {version}, this version reads {FORMAT}: delete the "
@@ -45,9 +47,9 @@ class BucketStore:
                 "the job's checkpoint (<lake.checkpoints>/<job>) to rebuild its state")
         return cls(buckets, payloads, wakeups)
 
-    def to_blob(self) -> bytes:
-        return pickle.dumps((FORMAT, self.buckets, self.payloads, self.wakeups),
-                            protocol=pickle.HIGHEST_PROTOCOL)
+    def to_blob(self) -> str:
+        return to_state_text(pickle.dumps((FORMAT, self.buckets, self.payloads, self.wakeups),
+                                          protocol=pickle.HIGHEST_PROTOCOL))
 
     def get(self, key: Hashable) -> bytes | None:
         return self.payloads.get(key)
