@@ -26,7 +26,7 @@ from spark_jobs.fraud.shadow.compare import decidable
 from spark_jobs.fraud.shadow.recompute import input_rows, replay
 from spark_jobs.fraud.shadow.watermark import spark_event_time, watermark_bounds
 from spark_jobs.settings import FraudSettings
-from spark_jobs.streaming.kafka.json_longs import top_level_longs
+from spark_jobs.streaming.kafka.json_fields import top_level_longs
 from spark_jobs.streaming.kafka.topic_reader import Message
 
 T0 = 1_767_225_600_000

@@ -274,3 +274,29 @@ def test_a_view_id_re_sent_after_its_sample_or_under_another_user_yields_one_sam
     assert sorted((d["reason"], json.loads(d["raw_value"])["user_id"]) for d in dead) == [
         ("view_mismatch", 3), ("view_mismatch", 4)]
     assert not table_exists(settings.lake.table(TABLE_ORPHAN_ENGAGEMENTS))
+
+
+def test_a_record_keyed_only_through_a_numeric_string_moves_no_event_time(
+        own_broker, make_settings, run_now):
+    """user_id and ts are read by the source as the parsers read them (integers only,
+    streaming/kafka/json_fields.py): a view whose user_id is the string "1" cannot be used,
+    so its ts, ten days ahead, must not make the next day's records late."""
+    from spark_jobs.catalog import system_topics
+    from spark_jobs.streaming.kafka.topic_admin import ensure_topics
+
+    settings = make_settings(own_broker)
+    kafka = settings.kafka
+    ensure_topics(kafka, system_topics("samples"), kafka.partitions)
+    ahead = T0 + 10 * 86_400_000
+    send(kafka, TOPIC_VIEWS, [(ahead, {**view("s1", 1, 10, ahead), "user_id": "1"})], key="1")
+    send(kafka, TOPIC_ENGAGEMENTS, [(ahead, {**engagement(1, 10, "like", 0), "ts": str(ahead)})],
+         key="1")
+    run_now(settings, "training_samples")
+    send(kafka, TOPIC_VIEWS, [(T0, view("v1", 1, 10, T0)),
+                              (T0, view("clock", 3, 30, T0 + 3_600_000))], key="1")
+    send(kafka, TOPIC_ENGAGEMENTS, [(T0, engagement(1, 10, "like", T0 + 1_000, "v1"))], key="1")
+    run_now(settings, "training_samples")
+    assert stored_samples(settings) == [sample("v1", 1, 10, T0, {}, "like")]
+    dead = read_arrow(settings.lake.table(TABLE_DEAD_LETTERS)).to_pylist()
+    assert sorted((d["topic"], d["reason"]) for d in dead) == [
+        ("engagements", "malformed"), ("views", "malformed")]

@@ -112,23 +112,27 @@ def test_options_are_validated() -> None:
         ({**good, "jsonLongs": "ts,ts"}, "twice"),
         ({**good, "jsonLongs": "ts,TS"}, "twice"),  # Spark's columns ignore case
         ({**good, "jsonLongs": "Value"}, "other than the raw columns"),
+        ({**good, "record": "events", "jsonStrings": "v"}, "jsonStrings is for raw reads"),
+        ({**good, "jsonStrings": "v,kafka_key"}, "other than the raw columns"),
+        ({**good, "jsonStrings": "v,V"}, "jsonStrings names a field twice"),
+        ({**good, "jsonLongs": "ts,id", "jsonStrings": "ID"}, r"both name \['id'\]"),
     ]:
         with pytest.raises(SourceOptionError, match=message):
             SourceOptions.parse(bad)
-    longs = SourceOptions.parse({**good, "jsonLongs": " ts , user_id "})
-    assert longs.json_longs == ("ts", "user_id")
-    assert SourceOptions.parse(longs.as_spark_options()) == longs
-    assert SourceOptions.parse(good).json_longs == ()
+    fields = SourceOptions.parse({**good, "jsonLongs": " ts , user_id ", "jsonStrings": "v"})
+    assert (fields.json_longs, fields.json_strings) == (("ts", "user_id"), ("v",))
+    assert SourceOptions.parse(fields.as_spark_options()) == fields
+    assert SourceOptions.parse(good).json_longs == SourceOptions.parse(good).json_strings == ()
 
 
 @pytest.mark.parametrize("record", [None, *SPECS])
 def test_arrow_schema_matches_what_spark_checks(record: str | None) -> None:
     assert arrow_schema(record).equals(to_arrow_schema(source_schema(record), timezone="UTC"))
     if record is None:
-        longs = ("ts", "user_id")
-        assert arrow_schema(None, longs).equals(
-            to_arrow_schema(source_schema(None, longs), timezone="UTC"))
-        assert source_schema(None, longs).fieldNames()[-2:] == list(longs)
+        longs, strings = ("ts", "user_id"), ("view_id",)
+        assert arrow_schema(None, longs, strings).equals(
+            to_arrow_schema(source_schema(None, longs, strings), timezone="UTC"))
+        assert source_schema(None, longs, strings).fieldNames()[-3:] == [*longs, *strings]
 
 
 # -- reader against the broker (no Spark) -------------------------------------------------
@@ -242,19 +246,22 @@ def test_raw_read_exactly_once_in_limited_batches(
 @pytest.mark.spark
 @pytest.mark.kafka
 @pytest.mark.parametrize("prefetch", [False, True])
-def test_raw_read_with_json_longs_reads_the_fields_of_each_message(
+def test_raw_read_with_json_fields_reads_the_fields_of_each_message(
     spark, kafka: KafkaSettings, topic: str, tmp_path: Path, prefetch: bool
 ) -> None:
     records = _produce(kafka, topic, 0, 6)
-    hostile = [b'{"ts": "17", "user_id": 1.5}', b"not json", b'{"a": {"ts": 3}}']
+    hostile = [b'{"ts": "17", "user_id": 1.5, "event_type": 3}', b"not json",
+               b'{"a": {"ts": 3}}']
     produce_all(make_producer(kafka), topic, ["h"] * 3, hostile, [BASE_TS + 10] * 3)
-    df = read_topic(spark, kafka, topic, prefetch=prefetch, json_longs=["ts", "user_id"])
-    assert df.schema == source_schema(None, ("ts", "user_id"))
+    df = read_topic(spark, kafka, topic, prefetch=prefetch, json_longs=["ts", "user_id"],
+                    json_strings=["event_type"])
+    assert df.schema == source_schema(None, ("ts", "user_id"), ("event_type",))
     rows = _all_rows(_run_available_now(df, tmp_path / "ckpt"))
-    read = {row.value: (row.ts, row.user_id) for row in rows}
-    expected = {value.encode(): (json.loads(value)["ts"], json.loads(value)["user_id"])
+    read = {row.value: (row.ts, row.user_id, row.event_type) for row in rows}
+    expected = {value.encode(): tuple(json.loads(value)[name]
+                                      for name in ("ts", "user_id", "event_type"))
                 for _, value, _ in records}
-    expected.update({value: (None, None) for value in hostile})
+    expected.update({value: (None, None, None) for value in hostile})
     assert read == expected
 
 

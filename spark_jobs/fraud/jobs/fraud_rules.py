@@ -52,7 +52,7 @@ def build(spark: SparkSession, settings: Settings) -> DataFrame:
     handed over by the planner: streaming/kafka/prefetch.py), event time from transactions,
     routing to shards, the stateful engine per shard (pandas frames in and out)."""
     fraud = settings.fraud
-    # the event time is read by the source, as the engine reads it (kafka/json_longs.py)
+    # the event time is read by the source, as the engine reads it (kafka/json_fields.py)
     raw = read_topic(spark, settings.kafka, [TOPIC_TRANSACTIONS, TOPIC_RULES],
                      max_records_per_trigger=settings.jobs.max_records_per_trigger,
                      idle_timeout_ms=fraud.idle_timeout_ms, prefetch=True,

@@ -10,7 +10,7 @@ above that bound was on time in the job for certain; one below it may have been 
 The eventTime here is what the job's plan read up to 2026-11-29 (`get_json_object` then
 `try_cast` to long, kept when within 0..MAX_TIME_MS): also from a message the engine
 dead-letters, such as a numeric string. The job now takes it from its source
-(streaming/kafka/json_longs.py: a top-level JSON integer only, the last of a repeated key),
+(streaming/kafka/json_fields.py: a top-level JSON integer only, the last of a repeated key),
 whose every reading this one also finds, so one bound holds for data either release
 processed. Where this reading may differ from Spark's (text that is not JSON, repeated keys),
 it takes the larger candidate, so the bound only ever errs upwards (more transactions left

@@ -48,6 +48,7 @@ from spark_jobs.streaming.event_time import FUTURE_COLUMN
 from spark_jobs.streaming.map_state_batch import get_values, update_values
 
 VIEW_KEY = "view_key"  # the grouping column (not in the output)
+VIEW_ID = "view_id"  # a view's view_id as the source read it (a JSON string, or null)
 FIRST_USER, FIRST_POST, FIRST_TS = "first_user_id", "first_post_id", "first_ts"
 _FIRST = (FIRST_USER, FIRST_POST, FIRST_TS)
 # a view as this step parsed it, so the join need not parse it again (null: parse it there)
@@ -65,11 +66,11 @@ _COORDINATES = ("kafka_topic", "kafka_partition", "kafka_offset", "kafka_timesta
                 "kafka_key")
 
 
-def view_key(topic: Column, value_text: Column) -> Column:
-    """A view's view_id as Spark reads it; an engagement's partition behind a NUL, so that
-    engagements pass through in a few groups. A view_id spelled the same only shares the
+def view_key(topic: Column, view_id: Column) -> Column:
+    """A view's view_id as the source read it; an engagement's partition behind a NUL, so
+    that engagements pass through in a few groups. A view_id spelled the same only shares the
     group: the processor tells records apart by topic, and keeps state for views only."""
-    return F.when(topic == TOPIC_VIEWS, F.get_json_object(value_text, "$.view_id")).otherwise(
+    return F.when(topic == TOPIC_VIEWS, view_id).otherwise(
         F.concat(F.lit("\u0000"), F.col("kafka_partition").cast("string")))
 
 

@@ -16,7 +16,7 @@ from confluent_kafka import Message
 
 from spark_jobs.contracts.records import RecordError, RecordSpec
 from spark_jobs.contracts.tables import DEAD_LETTER_RAW_BYTES
-from spark_jobs.streaming.kafka.json_longs import long_columns
+from spark_jobs.streaming.kafka.json_fields import field_columns
 from spark_jobs.streaming.kafka.options import SourceOptions
 from spark_jobs.streaming.kafka.ranges import KafkaRange
 from spark_jobs.streaming.kafka.source_schema import META_NAMES, arrow_schema
@@ -45,7 +45,7 @@ def decoded_batches(
     options: SourceOptions, part: KafkaRange, messages: list[Message]
 ) -> Iterator[pa.RecordBatch]:
     """Arrow batches (of at most BATCH_ROWS) of messages already fetched from one partition."""
-    schema = arrow_schema(options.record, options.json_longs)
+    schema = arrow_schema(options.record, options.json_longs, options.json_strings)
     spec = options.spec_of(part.topic)
     if spec is None:
         for first in range(0, len(messages), BATCH_ROWS):
@@ -89,10 +89,19 @@ def _raw_batch(messages: list[Message], part: KafkaRange, schema: pa.Schema,
         *_constant_columns(part, len(messages)),
         pa.array(offsets, pa.int64()),
         pa.array(stamps, pa.int64()),
-        *(pa.array(column, pa.int64()) for column in
-          long_columns(values, options.json_longs, options.max_message_bytes)),
+        *_json_columns(values, schema, options),
     ]
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _json_columns(values: list[bytes | None], schema: pa.Schema, options: SourceOptions
+                  ) -> list[pa.Array]:
+    """The jsonLongs and jsonStrings columns, the last of `schema`."""
+    columns = field_columns(values, options.json_longs, options.json_strings,
+                            options.max_message_bytes)
+    first = len(schema) - len(columns)
+    return [pa.array(column, schema.field(first + at).type)
+            for at, column in enumerate(columns)]
 
 
 def _record_batch(

@@ -47,9 +47,10 @@ class SourceOptions:
     idle_timeout_ms: int = DEFAULT_IDLE_TIMEOUT_MS
     prefetch: bool = False
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
-    # raw reads: top-level JSON integer fields of each value, as columns of their own
-    # (kafka/json_longs.py)
+    # raw reads: top-level JSON integer and string fields of each value, as columns of their
+    # own (kafka/json_fields.py)
     json_longs: tuple[str, ...] = ()
+    json_strings: tuple[str, ...] = ()
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
@@ -83,7 +84,12 @@ class SourceOptions:
                 raise SourceOptionError(
                     f"{SOURCE_NAME}: give one record spec, or one per topic ({len(topics)})"
                 )
-        json_longs = _json_longs(get("jsonLongs"), record)
+        json_longs = _json_fields("jsonLongs", get("jsonLongs"), record)
+        json_strings = _json_fields("jsonStrings", get("jsonStrings"), record)
+        both = {name.lower() for name in json_longs} & {name.lower() for name in json_strings}
+        if both:
+            raise SourceOptionError(f"{SOURCE_NAME}: jsonLongs and jsonStrings both name "
+                                    f"{sorted(both)}: a field has one type")
         prefetch = (get("prefetch") or "false").lower()
         if prefetch not in ("true", "false"):
             raise SourceOptionError(
@@ -109,6 +115,7 @@ class SourceOptions:
             max_message_bytes=_positive(get("maxMessageBytes"), "maxMessageBytes")
             or DEFAULT_MAX_MESSAGE_BYTES,
             json_longs=json_longs,
+            json_strings=json_strings,
         )
 
     @property
@@ -159,6 +166,8 @@ class SourceOptions:
             out["maxRecordsPerTrigger"] = str(self.max_records_per_trigger)
         if self.json_longs:
             out["jsonLongs"] = ",".join(self.json_longs)
+        if self.json_strings:
+            out["jsonStrings"] = ",".join(self.json_strings)
         return out
 
 
@@ -174,23 +183,23 @@ def topic_options(
     }
 
 
-def _json_longs(text: str | None, record: str | None) -> tuple[str, ...]:
-    """The `jsonLongs` field names: for raw reads only, each a plain name that is not one of
-    the raw columns."""
+def _json_fields(option: str, text: str | None, record: str | None) -> tuple[str, ...]:
+    """The field names of `jsonLongs` or `jsonStrings`: for raw reads only, each a plain name
+    that is not one of the raw columns."""
     if text is None:
         return ()
     names = tuple(name.strip() for name in text.split(","))
     folded = [name.lower() for name in names]  # Spark resolves columns ignoring case
     if record is not None:
-        raise SourceOptionError(f"{SOURCE_NAME}: jsonLongs is for raw reads; a record spec "
+        raise SourceOptionError(f"{SOURCE_NAME}: {option} is for raw reads; a record spec "
                                 "decodes every field already")
     for name, lower in zip(names, folded, strict=True):
         if not _FIELD_NAME.fullmatch(name) or lower in RAW_COLUMNS:
             raise SourceOptionError(
-                f"{SOURCE_NAME}: jsonLongs takes field names (letters, digits, _) other than "
+                f"{SOURCE_NAME}: {option} takes field names (letters, digits, _) other than "
                 f"the raw columns {sorted(RAW_COLUMNS)}, got {name!r}")
     if len(set(folded)) != len(names):
-        raise SourceOptionError(f"{SOURCE_NAME}: jsonLongs names a field twice: {text!r}")
+        raise SourceOptionError(f"{SOURCE_NAME}: {option} names a field twice: {text!r}")
     return names
 
 

@@ -51,7 +51,8 @@ class TidelineKafkaSource(DataSource):
         return SOURCE_NAME
 
     def schema(self) -> StructType:
-        return source_schema(self.parsed.record, self.parsed.json_longs)
+        return source_schema(self.parsed.record, self.parsed.json_longs,
+                             self.parsed.json_strings)
 
     def streamReader(self, schema: StructType) -> TidelineKafkaStreamReader:
         if self.parsed.prefetch:  # Spark then asks for the simple (prefetching) reader
@@ -84,12 +85,13 @@ def read_topic(
     prefetch: bool = False,
     max_message_bytes: int | None = None,
     json_longs: Sequence[str] = (),
+    json_strings: Sequence[str] = (),
 ) -> DataFrame:
     """A streaming DataFrame of one or several topics read together (raw, or decoded with the
     record spec of each topic); several topics share one offset plan and one admission limit,
     so their event times advance together. A decoded message larger than `max_message_bytes`
-    becomes an error row. `json_longs` (raw reads): top-level integer fields of each value
-    as long columns (kafka/json_longs.py)."""
+    becomes an error row. `json_longs` and `json_strings` (raw reads): top-level integer
+    and string fields of each value as long and string columns (kafka/json_fields.py)."""
     options = SourceOptions.parse(
         {
             **topic_options(kafka, topic, record),
@@ -101,6 +103,7 @@ def read_topic(
             "prefetch": str(prefetch).lower(),
             "maxMessageBytes": "" if max_message_bytes is None else str(max_message_bytes),
             "jsonLongs": ",".join(json_longs),
+            "jsonStrings": ",".join(json_strings),
         }
     )
     register(spark)

@@ -61,19 +61,23 @@ def record_fields(record: str | None) -> tuple[tuple[str, str], ...]:
     return tuple(fields.items())
 
 
-def source_schema(record: str | None, json_longs: tuple[str, ...] = ()) -> StructType:
-    """Raw columns (then a nullable long per `jsonLongs` field), or the specs' fields (all
-    nullable) followed by Kafka and error columns."""
+def source_schema(record: str | None, json_longs: tuple[str, ...] = (),
+                  json_strings: tuple[str, ...] = ()) -> StructType:
+    """Raw columns (then a nullable long per `jsonLongs` field and a nullable string per
+    `jsonStrings` field), or the specs' fields (all nullable) followed by Kafka and error
+    columns."""
     if not record:
         return StructType([*RAW_SCHEMA.fields,
-                           *(StructField(name, LongType()) for name in json_longs)])
+                           *(StructField(name, LongType()) for name in json_longs),
+                           *(StructField(name, StringType()) for name in json_strings)])
     fields = [StructField(name, _SPARK_TYPES[kind]) for name, kind in record_fields(record)]
     return StructType([*fields, *RECORD_META_FIELDS])
 
 
-def arrow_schema(record: str | None, json_longs: tuple[str, ...] = ()) -> pa.Schema:
-    """The Arrow schema Spark expects for `source_schema(record, json_longs)` (checked on the
-    first batch)."""
+def arrow_schema(record: str | None, json_longs: tuple[str, ...] = (),
+                 json_strings: tuple[str, ...] = ()) -> pa.Schema:
+    """The Arrow schema Spark expects for `source_schema(record, json_longs, json_strings)`
+    (checked on the first batch)."""
     if not record:
         fields = [
             pa.field("kafka_key", pa.string()),
@@ -91,4 +95,5 @@ def arrow_schema(record: str | None, json_longs: tuple[str, ...] = ()) -> pa.Sch
     if record:
         fields += [pa.field("error", pa.string()), pa.field("raw_value", pa.string())]
     fields += [pa.field(name, pa.int64()) for name in json_longs]
+    fields += [pa.field(name, pa.string()) for name in json_strings]
     return pa.schema(fields)

@@ -1,4 +1,5 @@
-"""The source's reading of top-level integer fields (option jsonLongs): pure, no broker."""
+"""The source's reading of top-level integer and string fields (options jsonLongs and
+jsonStrings): pure, no broker."""
 
 from __future__ import annotations
 
@@ -6,7 +7,11 @@ import json
 
 import pytest
 
-from spark_jobs.streaming.kafka.json_longs import long_columns, top_level_longs
+from spark_jobs.streaming.kafka.json_fields import (
+    field_columns,
+    top_level_fields,
+    top_level_longs,
+)
 
 NAMES = ("ts", "user_id")
 
@@ -46,9 +51,29 @@ def test_a_message_beyond_the_size_bound_reads_null() -> None:
     assert top_level_longs(value, NAMES, len(value) - 1) == (None, None)
 
 
+@pytest.mark.parametrize(("value", "expected"), [
+    (b'{"view_id": "v1", "user_id": 3}', (3, "v1")),
+    (b'{"view_id": ""}', (None, "")),  # empty is a string (the job's parser refuses it)
+    (b'{"view_id": 17, "user_id": "3"}', (None, None)),  # a number is not a string
+    (b'{"view_id": ["v"], "user_id": true}', (None, None)),
+    (b'{"view_id": {"v": 1}}', (None, None)),
+    (b'{"view_id": null}', (None, None)),
+    (b'{"view_id": "a", "view_id": "b"}', (None, "b")),  # the last
+    (b'{"view_id": "caf\\u00e9 \\"q\\""}', (None, 'caf\u00e9 "q"')),  # unescaped
+    (b'{"view_id": "\\ud800"}', (None, None)),  # a lone surrogate: not JSON orjson takes
+    (b'{"x": {"view_id": "v"}}', (None, None)),
+    (b'"v"', (None, None)),
+    (None, (None, None)),
+])
+def test_reads_top_level_strings_as_the_jobs_parsers_do(
+        value: bytes | None, expected: tuple[int | str | None, ...]) -> None:
+    assert top_level_fields(value, ("user_id",), ("view_id",), 1 << 20) == expected
+
+
 def test_columns_line_up_with_messages() -> None:
-    values = [b'{"ts": 1, "user_id": 2}', None, b'{"user_id": 4}']
-    assert long_columns(values, NAMES, 1 << 20) == [[1, None, None], [2, None, 4]]
-    assert long_columns(values, ("ts",), 1 << 20) == [[1, None, None]]
-    assert long_columns([], NAMES, 1 << 20) == [[], []]
-    assert long_columns(values, (), 1 << 20) == []
+    values = [b'{"ts": 1, "user_id": 2, "v": "a"}', None, b'{"user_id": 4, "v": 5}']
+    assert field_columns(values, NAMES, (), 1 << 20) == [[1, None, None], [2, None, 4]]
+    assert field_columns(values, ("ts",), ("v",), 1 << 20) == [[1, None, None],
+                                                                 ["a", None, None]]
+    assert field_columns([], NAMES, ("v",), 1 << 20) == [[], [], []]
+    assert field_columns(values, (), (), 1 << 20) == []
