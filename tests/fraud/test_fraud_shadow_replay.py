@@ -56,7 +56,7 @@ def test_the_event_time_the_watermark_reads(text: str | None, expected: int | No
 
 
 def _job_event_time(raw: bytes | str | None) -> int | None:
-    """The eventTime the job's watermark takes now: its source's reading (json_longs), in
+    """The eventTime the job's watermark takes now: its source's reading (json_fields), in
     the range with_event_time keeps."""
     data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
     (found,) = top_level_longs(data, ("eventTime",), DEFAULT_MAX_MESSAGE_BYTES)

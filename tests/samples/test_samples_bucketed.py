@@ -228,3 +228,23 @@ def test_the_isolation_restores_from_the_bytes_the_state_was_loaded_from():
     step = add_isolated(state, [bad, good], 100, params, snapshot=payload)
     assert [record for record, _ in step.failed] == [bad]
     assert set(step.state.views) == {"v0", "v1"} and step.state.views["v0"] == old
+
+
+def test_a_view_the_join_refuses_as_too_large_is_never_a_first_arrival():
+    """The de-duplication parses a view within jobs.max_message_bytes, as the join does: a
+    view dead-lettered for its size does not make a later valid view of its id a
+    duplicate."""
+    limit = 400
+    params = JoinParameters(10, SIGNALS)
+    dedup = Dedup(ViewDedupProcessor(COLUMNS, 1_000, limit))
+    join = Join(SampleJoinProcessor(params, limit))
+    big = View("v", 1, 7, 100, json.dumps({"pad": "x" * limit}), Source("views", 0, 0, 0, "1"))
+    ok = View("v", 1, 7, 200, "{}", Source("views", 0, 1, 0, "1"))
+    rows = []
+    for batch, watermark in (([big], 0), ([ok], 0), ([], 10_000)):
+        frame = typed([message(r) for r in batch]) if batch else pd.DataFrame(
+            columns=[*COLUMNS.fieldNames(), VIEW_KEY])
+        rows += outputs(concat(join.batch(concat(dedup.batch(frame, watermark)), watermark)))
+    assert sorted((r["kind"], r["reason"], r["offset"]) for r in rows) == [
+        ("dead", "malformed", 0), ("sample", None, 1)]
+    assert dedup.is_empty() and all(s.value is None for s in join.states.values())

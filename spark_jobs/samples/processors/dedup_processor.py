@@ -110,7 +110,7 @@ class ViewDedupProcessor(StatefulProcessor):
         self.schema = dedup_schema(columns)
         self.columns = list(columns.fieldNames())
         self.ttl_ms = ttl_ms
-        self.join_max_bytes = join_max_bytes  # views larger than this are the join's to parse
+        self.join_max_bytes = join_max_bytes  # the join's bound: a larger view is malformed
         self.buckets = 1  # set by `apply`
 
     def apply(self, df: DataFrame, buckets: int) -> DataFrame:
@@ -206,8 +206,9 @@ class ViewDedupProcessor(StatefulProcessor):
               parsed: dict[int, View]) -> dict[int, DuplicateView]:
         """The duplicates among the frame's views (by row position); new first arrivals into
         the bucket's map and its expiry ring; the views parsed for the join into `parsed`.
-        A view that does not parse, or whose parsed view_id is not the one Spark read, is
-        no candidate (the join dead-letters it)."""
+        A view is parsed as the join parses it (within jobs.max_message_bytes): one that does
+        not parse is no candidate, and the join dead-letters it; it never becomes a first
+        arrival that a valid view of the same id would then duplicate."""
         candidates = (frame["kafka_topic"] == TOPIC_VIEWS) & frame[FUTURE_COLUMN].isna()
         if not candidates.any():
             return {}
@@ -217,11 +218,12 @@ class ViewDedupProcessor(StatefulProcessor):
         position: dict[tuple[int, int], int] = {}
         for at, (view_id, value, *coordinates) in zip(
                 views.index.tolist(), zip(*columns, strict=True), strict=True):
-            record = parse_view(value, Source(*coordinates))
+            record = parse_view(value, Source(*coordinates), self.join_max_bytes)
             if not isinstance(record, View):
                 continue
-            if len(value) <= self.join_max_bytes:  # the join's parse would give the same
-                parsed[at] = record
+            parsed[at] = record  # the join's parse would give the same
+            # the source read view_id as the parser does (kafka/json_fields.py); a view keyed
+            # under another id would be in another bucket: it is left to the join, undeduped
             if record.view_id == view_id:
                 by_key.setdefault(view_id, []).append(record)
                 position[(record.source.partition, record.source.offset)] = at

@@ -204,6 +204,7 @@ def _rejected(record: View | DuplicateView | Engagement | Rejected) -> DeadLette
         return DeadLetter(record.reason, record.raw, record.source, record.detail)
     if isinstance(record, DuplicateView):
         record = record.view
-    # parsed fine, yet Spark found no integer user_id: cannot be keyed
+    # parsed fine, yet the source read no integer user_id: cannot be keyed (the source reads
+    # as the parser does, kafka/json_fields.py: a guard)
     return DeadLetter(MALFORMED, record.raw or None, record.source,
-                      "field 'user_id' is not an integer Spark can read")
+                      "field 'user_id' is not an integer the source can read")

@@ -35,7 +35,14 @@ class BucketStore:
         keys would now belong to other buckets and their state would be lost)."""
         if not blob:
             return cls(buckets)
-        version, stored_buckets, payloads, wakeups = pickle.loads(from_state_text(blob))
+        try:
+            if not isinstance(blob, str):  # a binary blob of format 1
+                raise TypeError(f"a {type(blob).__name__} blob")
+            version, stored_buckets, payloads, wakeups = pickle.loads(from_state_text(blob))
+        except (TypeError, ValueError, EOFError, pickle.UnpicklingError) as exc:
+            raise RuntimeError(
+                f"bucket state this version cannot read ({exc}): delete the job's checkpoint "
+                "(<lake.checkpoints>/<job>) to rebuild its state") from exc
         if version != FORMAT:
             raise RuntimeError(
                 f"bucket state of format {version}, this version reads {FORMAT}: delete the "

@@ -117,12 +117,17 @@ def read_topic_batch(
     record: str | Sequence[str] | None = None,
     start_ms: int | None = None,
     end_ms: int | None = None,
+    json_longs: Sequence[str] = (),
+    json_strings: Sequence[str] = (),
 ) -> DataFrame:
-    """A batch DataFrame of one or several topics, optionally bounded by Kafka timestamps."""
+    """A batch DataFrame of one or several topics, optionally bounded by Kafka timestamps
+    (`json_longs`, `json_strings`: as `read_topic`)."""
     options = {
         **topic_options(kafka, topic, record),
         STARTING_TIMESTAMP: "" if start_ms is None else str(start_ms),
         ENDING_TIMESTAMP: "" if end_ms is None else str(end_ms),
+        "jsonLongs": ",".join(json_longs),
+        "jsonStrings": ",".join(json_strings),
     }
     batch_options(options)  # fail here, with the option's name, rather than in a worker
     register(spark)

@@ -163,8 +163,10 @@ class RecordProbe:
         """Add to the runs the records the fetches already delivered (no waiting). An error
         ends the runs there: what comes after it might not follow on."""
         full: set[str] = set()
-        while len(full) < len(runs):
+        budget = RUN_RECORDS * len(runs)  # the consumer keeps fetching: take a bounded share
+        while len(full) < len(runs) and budget > 0:
             messages = self.consumer.consume(_DRAIN, 0)
+            budget -= len(messages)
             for message in messages:
                 if message.error() is not None:
                     return
