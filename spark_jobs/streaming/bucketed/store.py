@@ -39,7 +39,7 @@ class BucketStore:
             if not isinstance(blob, str):  # a binary blob of format 1
                 raise TypeError(f"a {type(blob).__name__} blob")
             version, stored_buckets, payloads, wakeups = pickle.loads(from_state_text(blob))
-        except (TypeError, ValueError, EOFError, pickle.UnpicklingError) as exc:
+        except Exception as exc:  # what cannot be read, read no further: say what to do
             raise RuntimeError(
                 f"bucket state this version cannot read ({exc}): delete the job's checkpoint "
                 "(<lake.checkpoints>/<job>) to rebuild its state") from exc

@@ -7,7 +7,7 @@ A fetch brings a whole record batch (thousands of records) for the one record as
 probe keeps what each fetch brought, as a run of consecutive records from the offset asked
 for, and answers later questions inside a run from it: the binary search of admission
 control (event_time_split.py) then fetches until its interval fits in a run, not once per
-halving (16 fetches of 30-75 ms per plan in a backlog of 100k records, BENCHMARKS.md).
+halving (16 fetches of 25-75 ms per plan in a backlog of 100k records, BENCHMARKS.md).
 """
 
 from __future__ import annotations
