@@ -162,6 +162,25 @@ def test_puts_logged_as_final_values_replay_around_removals():
     assert replica.by_rule == store.by_rule == {3: {"c": (6, "6")}, 1: {"b": (7, "7")}}
 
 
+@pytest.mark.parametrize("remove", ["window", "rule"])
+def test_a_window_put_then_removed_in_one_batch_is_not_logged_back(remove):
+    """The log keeps each window put as it was put (no look-up when it is taken): a removal
+    must take it out, or the replay would bring back a window the store no longer has."""
+    store, replica = LoggedStore(), LoggedStore.restore(None)
+    store.put_window(1, "kept", (1, "1"))
+    replica.apply_changes(store.take_changes())
+    store.put_window(1, "gone", (2, "2"))  # a new key's one-entry window, as the engine puts
+    store.put_window(2, "gone", ExactWindow([3, 4], ["3", "4"]))
+    if remove == "window":
+        store.delete_window(1, "gone")
+        store.delete_window(2, "gone")
+    else:
+        store.delete_rule_windows(2)
+        store.delete_window(1, "gone")
+    replica.apply_changes(store.take_changes())
+    assert replica.by_rule == store.by_rule == {1: {"kept": (1, "1")}}
+
+
 def test_a_window_object_put_back_after_its_removal_is_logged_whole():
     """An exact window is logged by its changes only where the log already holds it: the
     same object put back after a removal is logged in full (a store holds each window

@@ -39,7 +39,9 @@ class LoggedStore(MemoryStore):
     def __init__(self) -> None:
         super().__init__(pickled=False)
         self._log: list[Change] = []  # every mutation but window puts, in order
-        self._dirty: dict[int, set[str]] = {}  # per rule, the windows put since the log
+        # per rule, the windows put since the log, as put (key -> window): a removal takes
+        # its key out, so that taking the log visits no stored window again
+        self._dirty: dict[int, dict[str, Any]] = {}
         # seen ids put since the last logged change that reads them (an expiry), in order:
         # logged as one change, a tuple per id costing as much to pickle as to evaluate
         self._seen_ids: list[str] = []
@@ -58,19 +60,24 @@ class LoggedStore(MemoryStore):
         keys[key] = window
         dirty = self._dirty.get(rule_id)
         if dirty is None:
-            dirty = self._dirty[rule_id] = set()
-        dirty.add(key)
+            dirty = self._dirty[rule_id] = {}
+        dirty[key] = window
 
     def delete_window(self, rule_id: int, key: str) -> None:
         super().delete_window(rule_id, key)
+        dirty = self._dirty.get(rule_id)
+        if dirty is not None:
+            dirty.pop(key, None)
         self._log.append((_DELETE_WINDOW, rule_id, key))
 
     def delete_rule_windows(self, rule_id: int) -> None:
         super().delete_rule_windows(rule_id)
+        self._dirty.pop(rule_id, None)
         self._log.append((_DELETE_RULE, rule_id))
 
     def clear_windows(self) -> None:
         super().clear_windows()
+        self._dirty.clear()
         self._log.append((_CLEAR,))
 
     def put_seen(self, transaction_id: str, event_time: int) -> None:
@@ -99,20 +106,43 @@ class LoggedStore(MemoryStore):
         log, self._log = self._log, []
         dirty, self._dirty = self._dirty, {}
         exact, deltas = ExactWindows(), WindowDeltas()
-        add_whole, add_one, add_delta = exact.add, exact.add_one, deltas.add_delta
-        for rule_id, dirty_keys in dirty.items():
-            stored = self.by_rule.get(rule_id, {}).get
-            for key in dirty_keys:
-                window = stored(key)
-                if type(window) is ExactWindow:
+        # the appends of ExactWindows and WindowDeltas bound once: this loop visits every
+        # window put since the last time, most of them new keys' one-entry windows, and
+        # method calls per window were a third of its cost (BENCHMARKS.md)
+        one_rule, one_key = exact.rule_ids.append, exact.keys.append
+        one_length, one_time, one_value = (exact.lengths.append, exact.times.append,
+                                           exact.values.append)
+        more_times, more_values = exact.times.extend, exact.values.extend
+        delta_rule, delta_key, delta_length, delta_cut = (
+            deltas.rule_ids.append, deltas.keys.append, deltas.lengths.append,
+            deltas.cuts.append)
+        delta_times, delta_values = deltas.times.extend, deltas.values.extend
+        for rule_id, windows in dirty.items():
+            for key, window in windows.items():
+                kind = type(window)
+                if kind is tuple and type(window[0]) is int:  # one exact entry
+                    one_rule(rule_id)
+                    one_key(key)
+                    one_length(1)
+                    one_time(window[0])
+                    one_value(window[1])
+                elif kind is ExactWindow:
                     delta = window.take_log_delta()
-                    if delta is None:
-                        add_whole(rule_id, key, window.times, window.values)
-                    else:
-                        add_delta(rule_id, key, *delta)
-                elif type(window) is tuple and type(window[0]) is int:  # one exact entry
-                    add_one(rule_id, key, window[0], window[1])
-                elif window is not None:
+                    if delta is None:  # the whole window (ExactWindows.add)
+                        one_rule(rule_id)
+                        one_key(key)
+                        one_length(len(window.times))
+                        more_times(window.times)
+                        more_values(window.values)
+                    else:  # WindowDeltas.add_delta
+                        cut, times, values = delta
+                        delta_rule(rule_id)
+                        delta_key(key)
+                        delta_length(len(times))
+                        delta_times(times)
+                        delta_values(values)
+                        delta_cut(cut)
+                else:
                     log.append((_PUT_WINDOW, rule_id, key, window))
         if deltas.keys:
             log.append((_EXTEND_WINDOWS, *deltas.packed()))
@@ -246,21 +276,6 @@ class ExactWindows:
         self.times: list[int] = []
         self.values: list[str] = []
 
-    def add(self, rule_id: int, key: str, times: list[int], values: list[str]) -> None:
-        self.rule_ids.append(rule_id)
-        self.keys.append(key)
-        self.lengths.append(len(times))
-        self.times += times
-        self.values += values
-
-    def add_one(self, rule_id: int, key: str, time: int, value: str) -> None:
-        """add() of a window holding one entry (most windows of a batch: new keys)."""
-        self.rule_ids.append(rule_id)
-        self.keys.append(key)
-        self.lengths.append(1)
-        self.times.append(time)
-        self.values.append(value)
-
     def packed(self) -> tuple[Any, ...]:
         """(rule ids, key lengths, keys joined, entries per window, times as an int64 array,
         values joined by ','): small ints pickle compactly and fast as they are; a value is a
@@ -276,11 +291,6 @@ class WindowDeltas(ExactWindows):
     def __init__(self) -> None:
         super().__init__()
         self.cuts: list[int] = []
-
-    def add_delta(self, rule_id: int, key: str, cut: int, times: list[int],
-                  values: list[str]) -> None:
-        self.add(rule_id, key, times, values)
-        self.cuts.append(cut)
 
     def packed(self) -> tuple[Any, ...]:
         return (*super().packed(), self.cuts)
