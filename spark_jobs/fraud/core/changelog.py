@@ -5,11 +5,15 @@ The engine's store protocol has a few bulk operations (drop one rule's windows, 
 forget old transaction ids) besides puts and deletes, so the log is the ordered list of
 mutating calls; replaying it on a snapshot gives the same store. Window puts are not logged
 one by one (the engine puts a window back after every change, several per transaction): a put
-only marks its window dirty, and the log ends with each dirty window that still exists, as it
-is when the log is taken. That replays to the same store because the other window operations
-only remove windows: a window present at the end and dirty gets its final value, one present
-and not dirty was neither put nor removed, and one removed after its last put is removed by
-the replayed removal.
+records the window as put (the same object, changed in place later), a removal takes it out
+again, and the log ends with each window so recorded, as it is when the log is taken. That
+replays to the same store because the other window operations only remove windows: a window
+present at the end and put gets its final value, one present and not put was neither put nor
+removed, and one removed after its last put is removed by the replayed removal.
+
+Between two takes, windows change only through put_window, delete_window,
+delete_rule_windows and clear_windows; so `apply_changes` and `restore`, which write the
+dicts directly, are for a store with nothing pending (a new one, or one just taken).
 """
 
 from __future__ import annotations
@@ -128,13 +132,13 @@ class LoggedStore(MemoryStore):
                     one_value(window[1])
                 elif kind is ExactWindow:
                     delta = window.take_log_delta()
-                    if delta is None:  # the whole window (ExactWindows.add)
+                    if delta is None:  # the whole window
                         one_rule(rule_id)
                         one_key(key)
                         one_length(len(window.times))
                         more_times(window.times)
                         more_values(window.values)
-                    else:  # WindowDeltas.add_delta
+                    else:  # its changes since the last take
                         cut, times, values = delta
                         delta_rule(rule_id)
                         delta_key(key)
@@ -151,8 +155,8 @@ class LoggedStore(MemoryStore):
         return pickle.dumps(log, protocol=pickle.HIGHEST_PROTOCOL)
 
     def apply_changes(self, changes: bytes) -> set[tuple[int, str]]:
-        """Replay a batch's changes (from take_changes) without logging them again; the
-        (rule, key) windows it put."""
+        """Replay a batch's changes (from take_changes) without logging them again, on a store
+        with no changes pending (module docstring); the (rule, key) windows it put."""
         put: set[tuple[int, str]] = set()
         for change in pickle.loads(changes):
             op, args = change[0], change[1:]
@@ -267,7 +271,8 @@ def plain_state(window: Any) -> Any:
 class ExactWindows:
     """Exact windows logged whole, as one change of a few flat columns: pickling a tuple and
     two lists per window (most windows of a batch are new) cost as much as evaluating the
-    transactions. Windows logged before are logged by their delta (_EXTEND_WINDOW)."""
+    transactions. Windows logged before are logged by their delta (WindowDeltas,
+    _EXTEND_WINDOWS). LoggedStore.take_changes fills the columns."""
 
     def __init__(self) -> None:
         self.rule_ids: list[int] = []
