@@ -113,10 +113,10 @@ class LoggedStore(MemoryStore):
         # the appends of ExactWindows and WindowDeltas bound once: this loop visits every
         # window put since the last time, most of them new keys' one-entry windows, and
         # method calls per window were a third of its cost (BENCHMARKS.md)
-        one_rule, one_key = exact.rule_ids.append, exact.keys.append
-        one_length, one_time, one_value = (exact.lengths.append, exact.times.append,
-                                           exact.values.append)
-        more_times, more_values = exact.times.extend, exact.values.extend
+        exact_rule, exact_key = exact.rule_ids.append, exact.keys.append
+        exact_length, exact_time, exact_value = (exact.lengths.append, exact.times.append,
+                                               exact.values.append)
+        exact_times, exact_values = exact.times.extend, exact.values.extend
         delta_rule, delta_key, delta_length, delta_cut = (
             deltas.rule_ids.append, deltas.keys.append, deltas.lengths.append,
             deltas.cuts.append)
@@ -125,19 +125,19 @@ class LoggedStore(MemoryStore):
             for key, window in windows.items():
                 kind = type(window)
                 if kind is tuple and type(window[0]) is int:  # one exact entry
-                    one_rule(rule_id)
-                    one_key(key)
-                    one_length(1)
-                    one_time(window[0])
-                    one_value(window[1])
+                    exact_rule(rule_id)
+                    exact_key(key)
+                    exact_length(1)
+                    exact_time(window[0])
+                    exact_value(window[1])
                 elif kind is ExactWindow:
                     delta = window.take_log_delta()
                     if delta is None:  # the whole window
-                        one_rule(rule_id)
-                        one_key(key)
-                        one_length(len(window.times))
-                        more_times(window.times)
-                        more_values(window.values)
+                        exact_rule(rule_id)
+                        exact_key(key)
+                        exact_length(len(window.times))
+                        exact_times(window.times)
+                        exact_values(window.values)
                     else:  # its changes since the last take
                         cut, times, values = delta
                         delta_rule(rule_id)
