@@ -6,6 +6,7 @@ test_fraud_rules.py."""
 from __future__ import annotations
 
 import json
+import pickle
 import random
 from decimal import Decimal
 
@@ -104,6 +105,68 @@ def test_running_sums_stay_exact_at_any_magnitude_and_precision(texts, aggregato
         low = max(0, at - 2 * RUNNING_SUMS_FROM)
         assert same(window.aggregate(aggregator, at, at - low),
                     aggregate(aggregator, inside(seen, low, at))), at
+
+
+@pytest.mark.parametrize("aggregator", [Aggregator.SUM, Aggregator.AVG])
+def test_running_sums_read_a_range_without_the_finest_value_in_its_own_places(aggregator):
+    """The sums are scaled to the window's finest value (0.125: three places), but a range
+    that no longer holds it reads in its own entries' places (7.10 + 7.10 = 14.20), before
+    and after that entry is cut from the front; a range holding it reads in three."""
+    window, seen = ExactWindow(), []
+    for at, text in enumerate(["0.125", *["7.10"] * (3 * RUNNING_SUMS_FROM)]):
+        window.add(at, Decimal(text))
+        seen.append((at, Decimal(text)))
+    newest = len(seen) - 1
+    for low in (0, 1, RUNNING_SUMS_FROM):
+        got = window.aggregate(aggregator, newest, newest - low)
+        assert same(got, aggregate(aggregator, inside(seen, low, newest))), low
+    assert str(window.aggregate(Aggregator.SUM, newest, newest)) == "340.925"
+    assert str(window.aggregate(Aggregator.SUM, newest, newest - 1)) == "340.80"
+    window.expire(1, 0)  # 0.125 cut: the sums keep their scale until rebuilt
+    assert str(window.aggregate(Aggregator.SUM, newest, newest - 1)) == "340.80"
+    assert same(window.aggregate(aggregator, newest, newest - 1),
+                aggregate(aggregator, inside(seen, 1, newest)))
+
+
+@pytest.mark.parametrize("aggregator", list(Aggregator))
+def test_a_long_window_cut_by_one_entry_at_a_time_answers_like_its_entries(aggregator):
+    """A hot key's window loses its oldest entry at each transaction of the key, and the
+    expired front is dropped only once it is an eighth of the window: until then every
+    answer, the length, the first end and the change log's deltas skip it. (Reading
+    `times`, comparing or pickling drops it, so they are checked only now and then.)"""
+    rng, span = random.Random(5), 4 * RUNNING_SUMS_FROM
+    window, seen, logged = ExactWindow(), [], None
+    for at in range(30 * RUNNING_SUMS_FROM):
+        value = Decimal(rng.choice(TEXTS))
+        window.add(at, value)
+        seen.append((at, value))
+        window.expire(at - span, 0)
+        assert window._head * 8 < len(window._times)  # the expired front: under an eighth
+        low = max(0, at - span)
+        assert (len(window), window.first_end()) == (len(inside(seen, low, at)), low + 1)
+        for width in (span, span // 2, 3):
+            expected = aggregate(aggregator, inside(seen, at - width, at))
+            assert same(window.aggregate(aggregator, at, width), expected), (at, width)
+        assert window.count_in(at - 1, span) == len(inside(seen, low, at - 1))  # all kept
+        delta = window.take_log_delta()
+        if delta is None:  # the first take: the log gets the whole window
+            logged = ExactWindow(list(window.times), list(window.values))
+        else:
+            logged.apply_log_delta(*delta)
+        if at % 50 == 49:
+            assert logged == window
+            assert window.times == [t for t, _ in seen[low:]]
+            assert pickle.loads(pickle.dumps(window)) == window
+    assert logged == window
+
+
+def test_a_change_log_delta_replays_on_a_window_whose_expired_front_is_still_held():
+    """A resident shard copy brought forward by change logs may hold expired entries at
+    the front of its windows: the delta's cut counts from the first entry still in it."""
+    window = ExactWindow(list(range(40)), [str(at) for at in range(40)])
+    window.expire(3, 0)  # 3 of 40 expired: still held (fewer than an eighth)
+    window.apply_log_delta(2, [40, 41], ["40", "41"])
+    assert (window.times, window.values) == (list(range(5, 42)), [str(at) for at in range(5, 42)])
 
 
 TIED = ["3", "3.0", "3.00", "1", "1.0", "2.5", "-0", "0"]  # extremes in several texts

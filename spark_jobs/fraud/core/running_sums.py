@@ -22,24 +22,31 @@ _UNIT = {e: Decimal((0, (1,), e)) for e in range(-12, 4)}
 
 
 class RunningSums:
-    """prefix[i] = base + values[0..i], scaled by 10^scale; exponents[i] is values[i]'s."""
+    """prefix[i] = base + values[0..i], scaled by 10^scale; exponents[i] is values[i]'s;
+    finest[i] = finest_base + how many of values[0..i] have the finest exponent, -scale."""
 
-    __slots__ = ("base", "exponents", "prefix", "scale")
+    __slots__ = ("base", "exponents", "finest", "finest_base", "head", "prefix", "scale")
 
     def __init__(self, values: Sequence[str]) -> None:
         decimals = list(map(Decimal, values))
         exponents = [exponent_of(value) for value in decimals]
         scale = max(0, -min(exponents, default=0))
-        running, sums = 0, []
-        for value in decimals:
+        running, sums, fine, fines = 0, [], 0, []
+        for value, exponent in zip(decimals, exponents, strict=True):
             running += scaled(value, scale)
             sums.append(running)
+            fine += exponent == -scale
+            fines.append(fine)
         try:
             self.prefix: array[int] | list[int] = array("q", sums)
         except OverflowError:
             self.prefix = sums
         self.exponents = array("i", exponents)
-        self.base = 0
+        # so that total() knows a range's exponent without visiting its entries: a hot
+        # key's window holds tens of thousands (BENCHMARKS.md, 2026-11-30)
+        self.finest = array("q", fines)
+        self.base = self.finest_base = 0
+        self.head = 0  # entries cut but still at the front (dropped in one go, as the window's)
         self.scale = scale
 
     def append(self, value: Decimal) -> bool:
@@ -56,23 +63,44 @@ class RunningSums:
             self.prefix = prefix = prefix.tolist()
             prefix.append(total)
         self.exponents.append(exponent)
+        finest = self.finest
+        finest.append((finest[-1] if finest else self.finest_base) + (exponent == -self.scale))
         return True
 
     def cut(self, count: int) -> None:
         """Forget the first `count` entries (expired from the window)."""
-        self.base = self.prefix[count - 1]
-        del self.prefix[:count]
-        del self.exponents[:count]
+        head = self.head + count
+        self.base = self.prefix[head - 1]
+        self.finest_base = self.finest[head - 1]
+        if head * 8 >= len(self.prefix):
+            del self.prefix[:head]
+            del self.exponents[:head]
+            del self.finest[:head]
+            head = 0
+        self.head = head
 
     def total(self, start: int, end: int) -> Decimal:
         """The exact sum of entries [start, end), with the exponent the plain sum would have
         (the smallest of 0 and the entries'), so 2.50 + 1.5 still reads 4.00."""
+        start += self.head  # positions in the arrays (prefix[head - 1] is base)
+        end += self.head
         prefix = self.prefix
         before = prefix[start - 1] if start else self.base
-        exponent = min(0, min(self.exponents[start:end]))  # sum() starts from 0
+        exponent = self._exponent(start, end)
         return Decimal(prefix[end - 1] - before).scaleb(-self.scale, context=EXACT).quantize(
             _UNIT[exponent] if exponent in _UNIT else Decimal((0, (1,), exponent)),
             context=EXACT)
+
+    def _exponent(self, start: int, end: int) -> int:
+        """min(0, the exponents of entries [start, end)), as sum() starting from 0 gives it:
+        0 when no entry has a fraction (scale 0); else the finest when one of the range has
+        it, as nearly every range does; else (rare) the range's own minimum."""
+        if not self.scale:
+            return 0
+        finest = self.finest
+        if finest[end - 1] > (finest[start - 1] if start else self.finest_base):
+            return -self.scale
+        return min(0, min(self.exponents[start:end]))
 
 
 def scaled(value: Decimal, scale: int) -> int:

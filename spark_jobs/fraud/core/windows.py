@@ -79,16 +79,21 @@ class ExactWindow:
     candidates for its extreme (suffix_extremes.py), a binary search instead of a Decimal
     per entry. Both are exact and only in memory: `state()` is unchanged.
 
+    Expired entries leave the front in one go once they are an eighth of the lists
+    (`_head` counts them until then): a hot key's window of tens of thousands of entries,
+    cut by one at every transaction of the key, moved all of them each time.
+
     `add` takes the value's text from the caller, which makes it once per transaction and
     field: every rule's window of that transaction then holds the same string (one text per
     rule was ~440 B per transaction held with the demo rules; BENCHMARKS.md).
     """
 
-    __slots__ = ("_cut", "_index", "_logged", "times", "values")
+    __slots__ = ("_cut", "_head", "_index", "_logged", "_times", "_values")
 
     def __init__(self, times: list[int] | None = None, values: list[str] | None = None):
-        self.times: list[int] = [] if times is None else times
-        self.values: list[str] = [] if values is None else values
+        self._times: list[int] = [] if times is None else times
+        self._values: list[str] = [] if values is None else values
+        self._head = 0  # expired entries still at the front of _times and _values
         self._index: RunningSums | SuffixExtremes | None = None
         self._logged: int | None = None  # entries a change log holds; None: it must get all
         self._cut = 0  # entries cut from the front since the log last took this window
@@ -106,6 +111,25 @@ class ExactWindow:
             return cls([first], [second])
         return cls(first, second)
 
+    @property
+    def times(self) -> list[int]:
+        """The entries' event times, oldest first (the expired front dropped first)."""
+        self._drop_expired()
+        return self._times
+
+    @property
+    def values(self) -> list[str]:
+        """The entries' value texts, in the order of `times`."""
+        self._drop_expired()
+        return self._values
+
+    def _drop_expired(self) -> None:
+        head = self._head
+        if head:
+            del self._times[:head]
+            del self._values[:head]
+            self._head = 0
+
     def __reduce__(self) -> tuple[type[ExactWindow], tuple[list[int], list[str]]]:
         return (ExactWindow, (self.times, self.values))  # pickled without its index
 
@@ -122,63 +146,74 @@ class ExactWindow:
 
     def add(self, event_time: int, value: Decimal, text: str | None = None) -> None:
         """text: str(value), when the caller has it (shared by every window it goes to)."""
-        times = self.times
-        index = bisect_right(times, event_time)
-        if self._logged is not None and index < self._logged - self._cut:
+        times, head = self._times, self._head
+        # in event-time order (the common case) an entry goes at the end: no search
+        index = len(times) if not times or event_time >= times[-1] else bisect_right(
+            times, event_time, lo=head)
+        if self._logged is not None and index - head < self._logged - self._cut:
             self._logged = None  # inserted among logged entries: log the whole window
         accelerated = self._index
         if accelerated is not None and (index != len(times) or not accelerated.append(value)):
             self._index = None  # out of order, or finer than the sums: rebuilt when needed
         times.insert(index, event_time)
-        self.values.insert(index, str(value) if text is None else text)
+        self._values.insert(index, str(value) if text is None else text)
 
     def aggregate(self, aggregator: Aggregator, event_time: int, window_ms: int) -> Decimal | None:
-        start = bisect_left(self.times, event_time - window_ms)
-        end = bisect_right(self.times, event_time, lo=start)
+        times, head = self._times, self._head
+        start = bisect_left(times, event_time - window_ms, lo=head)
+        end = len(times) if not times or event_time >= times[-1] else bisect_right(
+            times, event_time, lo=start)
         if end - start >= RUNNING_SUMS_FROM:
             of_sums, pick = aggregator.of_sums, aggregator.extreme
             accelerated = self._index
             if of_sums is not None:
                 if type(accelerated) is not RunningSums:
-                    accelerated = self._index = RunningSums(self.values)
-                return of_sums(accelerated.total(start, end), end - start)
-            if pick is not None and end == len(self.times):
+                    accelerated = self._index = RunningSums(self._values[head:])
+                return of_sums(accelerated.total(start - head, end - head), end - start)
+            if pick is not None and end == len(times):
+                first = start - head
                 if (type(accelerated) is not SuffixExtremes or accelerated.pick is not pick
-                        or not accelerated.covers(start)):
-                    accelerated = self._index = SuffixExtremes(pick, self.values, start)
-                return accelerated.of_suffix(start)
+                        or not accelerated.covers(first)):
+                    accelerated = self._index = SuffixExtremes(pick, self._values[head:], first)
+                return accelerated.of_suffix(first)
         if start == end:
             return None
-        return aggregator.of_values(list(map(Decimal, self.values[start:end])))
+        return aggregator.of_values(list(map(Decimal, self._values[start:end])))
 
     def count_in(self, event_time: int, window_ms: int) -> int:
-        times = self.times
-        start = bisect_left(times, event_time - window_ms)
-        return bisect_right(times, event_time, lo=start) - start
+        times = self._times
+        start = bisect_left(times, event_time - window_ms, lo=self._head)
+        end = len(times) if not times or event_time >= times[-1] else bisect_right(
+            times, event_time, lo=start)
+        return end - start
 
     def expire(self, earliest_event_time: int, window_ms: int) -> bool:
-        cut = bisect_left(self.times, earliest_event_time - window_ms)
+        times, head = self._times, self._head
+        first = bisect_left(times, earliest_event_time - window_ms, lo=head)
+        cut = first - head
         if cut:
-            del self.times[:cut]
-            del self.values[:cut]
+            self._head = first
+            if first * 8 >= len(times):
+                self._drop_expired()
             self._cut += cut
             if self._index is not None:
                 self._index.cut(cut)
         return cut > 0
 
     def first_end(self) -> int | None:
-        return self.times[0] + 1 if self.times else None
+        times, head = self._times, self._head
+        return times[head] + 1 if len(times) > head else None
 
     def take_log_delta(self) -> tuple[int, list[int], list[str]] | None:
         """What changed since the change log last took this window: (entries cut from the
         front, entries appended), or None when the log needs the whole window. Marks the
         window as logged: a hot window is then logged by its new entries, not all of them."""
-        logged, cut, times = self._logged, self._cut, self.times
-        self._logged, self._cut = len(times), 0
+        logged, cut, times, head = self._logged, self._cut, self._times, self._head
+        self._logged, self._cut = len(times) - head, 0
         if logged is None:
             return None
-        kept = logged - cut if logged > cut else 0
-        return (cut, times[kept:], self.values[kept:])
+        kept = head + (logged - cut if logged > cut else 0)
+        return (cut, times[kept:], self._values[kept:])
 
     def forget_logged(self) -> None:
         """The change log must take the whole window next time (it is put somewhere new)."""
@@ -186,14 +221,16 @@ class ExactWindow:
 
     def apply_log_delta(self, cut: int, times: list[int], values: list[str]) -> None:
         """Replay a take_log_delta() on the window as the log had it."""
-        del self.times[:cut]
-        del self.values[:cut]
-        self.times.extend(times)
-        self.values.extend(values)
+        front = self._head + cut
+        del self._times[:front]
+        del self._values[:front]
+        self._head = 0
+        self._times.extend(times)
+        self._values.extend(values)
         self._index = None
 
     def __len__(self) -> int:
-        return len(self.times)
+        return len(self._times) - self._head
 
     def state(self) -> ExactWindow:
         return self  # pickles as (times, values): see __reduce__
