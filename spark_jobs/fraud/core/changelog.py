@@ -133,11 +133,12 @@ class LoggedStore(MemoryStore):
                 elif kind is ExactWindow:
                     delta = window.take_log_delta()
                     if delta is None:  # the whole window
+                        times, values = window.entries()
                         exact_rule(rule_id)
                         exact_key(key)
-                        exact_length(len(window.times))
-                        exact_times(window.times)
-                        exact_values(window.values)
+                        exact_length(len(times))
+                        exact_times(times)
+                        exact_values(values)
                     else:  # its changes since the last take
                         cut, times, values = delta
                         delta_rule(rule_id)
@@ -264,7 +265,7 @@ def plain_state(window: Any) -> Any:
     pickles much faster than the object."""
     if type(window) is not ExactWindow:
         return window
-    times, values = window.times, window.values
+    times, values = window.entries()
     return (times[0], values[0]) if len(times) == 1 else (times, values)
 
 

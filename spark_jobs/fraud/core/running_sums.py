@@ -86,21 +86,15 @@ class RunningSums:
         end += self.head
         prefix = self.prefix
         before = prefix[start - 1] if start else self.base
-        exponent = self._exponent(start, end)
+        if not self.scale:  # no entry has a fraction
+            exponent = 0
+        elif self.finest[end - 1] > (self.finest[start - 1] if start else self.finest_base):
+            exponent = -self.scale  # one of the range has the finest: nearly every range
+        else:  # rare: the range's own, as sum() starting from 0 gives it
+            exponent = min(0, min(self.exponents[start:end]))
         return Decimal(prefix[end - 1] - before).scaleb(-self.scale, context=EXACT).quantize(
             _UNIT[exponent] if exponent in _UNIT else Decimal((0, (1,), exponent)),
             context=EXACT)
-
-    def _exponent(self, start: int, end: int) -> int:
-        """min(0, the exponents of entries [start, end)), as sum() starting from 0 gives it:
-        0 when no entry has a fraction (scale 0); else the finest when one of the range has
-        it, as nearly every range does; else (rare) the range's own minimum."""
-        if not self.scale:
-            return 0
-        finest = self.finest
-        if finest[end - 1] > (finest[start - 1] if start else self.finest_base):
-            return -self.scale
-        return min(0, min(self.exponents[start:end]))
 
 
 def scaled(value: Decimal, scale: int) -> int:

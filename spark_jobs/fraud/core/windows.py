@@ -111,33 +111,32 @@ class ExactWindow:
             return cls([first], [second])
         return cls(first, second)
 
-    @property
-    def times(self) -> list[int]:
-        """The entries' event times, oldest first (the expired front dropped first)."""
-        self._drop_expired()
-        return self._times
-
-    @property
-    def values(self) -> list[str]:
-        """The entries' value texts, in the order of `times`."""
-        self._drop_expired()
-        return self._values
-
-    def _drop_expired(self) -> None:
+    def entries(self) -> tuple[list[int], list[str]]:
+        """The entries' event times and value texts, oldest first (the lists themselves,
+        their expired front dropped first)."""
         head = self._head
         if head:
             del self._times[:head]
             del self._values[:head]
             self._head = 0
+        return self._times, self._values
+
+    @property
+    def times(self) -> list[int]:
+        return self.entries()[0]
+
+    @property
+    def values(self) -> list[str]:
+        return self.entries()[1]
 
     def __reduce__(self) -> tuple[type[ExactWindow], tuple[list[int], list[str]]]:
-        return (ExactWindow, (self.times, self.values))  # pickled without its index
+        return (ExactWindow, self.entries())  # pickled without its index
 
     def __eq__(self, other: object) -> bool:
         """Equal entries; a stored state (lists, or one entry) compares like the window it
         holds."""
         if isinstance(other, tuple) and len(other) == 2:
-            return (self.times, self.values) == exact_entries(other)
+            return self.entries() == exact_entries(other)
         if not isinstance(other, ExactWindow):
             return NotImplemented
         return self.times == other.times and self.values == other.values
@@ -192,9 +191,11 @@ class ExactWindow:
         first = bisect_left(times, earliest_event_time - window_ms, lo=head)
         cut = first - head
         if cut:
-            self._head = first
             if first * 8 >= len(times):
-                self._drop_expired()
+                del times[:first]
+                del self._values[:first]
+                first = 0
+            self._head = first
             self._cut += cut
             if self._index is not None:
                 self._index.cut(cut)
@@ -372,6 +373,6 @@ def exact_entries(state: Any) -> tuple[list[int], list[str]]:
     if state is None:
         return [], []
     if isinstance(state, ExactWindow):
-        return state.times, state.values
+        return state.entries()
     first, second = state
     return ([first], [second]) if type(first) is int else (first, second)
