@@ -46,12 +46,12 @@ def run_once(kind: str, length: int, steps: int, batch: int) -> dict[str, Any]:
     started = time.process_time()
     for at in range(length, length + steps):
         text = texts[at]
-        window.expire(at - length + 1, length - 1)  # keeps the newest length - 1
-        window.add(at, Decimal(text), text)
+        window.expire(at, length - 1)  # cuts the oldest: the newest length - 1 stay
+        window.add(at, Decimal(text), text)  # and this one: `length` entries, all in range
         if aggregator is None:
-            result: Any = window.count_in(at, length)
+            result: Any = window.count_in(at, length - 1)
         else:
-            result = window.aggregate(aggregator, at, length)
+            result = window.aggregate(aggregator, at, length - 1)
         digest.update(str(result).encode())
         if at % batch == 0:
             window.take_log_delta()

@@ -22,8 +22,10 @@ _UNIT = {e: Decimal((0, (1,), e)) for e in range(-12, 4)}
 
 
 class RunningSums:
-    """prefix[i] = base + values[0..i], scaled by 10^scale; exponents[i] is values[i]'s;
-    finest[i] = finest_base + how many of values[0..i] have the finest exponent, -scale."""
+    """Over the entries still in the window, values[0..n): prefix[head + i] = base +
+    values[0..i], scaled by 10^scale (prefix[head - 1] is base when head > 0); exponents[head
+    + i] is values[i]'s; finest[head + i] = finest_base + how many of values[0..i] have the
+    finest exponent, -scale. The first `head` positions are entries already cut."""
 
     __slots__ = ("base", "exponents", "finest", "finest_base", "head", "prefix", "scale")
 
