@@ -15,7 +15,12 @@ import pytest
 
 from spark_jobs.contracts.topics import TOPIC_RULES, TOPIC_TRANSACTIONS
 from spark_jobs.fraud.core.engine import FraudEngine, MemoryStore
-from spark_jobs.fraud.core.output_rows import KIND_RULE, KIND_TRANSACTION, arrival_order
+from spark_jobs.fraud.core.output_rows import (
+    ARROW_OUTPUT_SCHEMA,
+    KIND_RULE,
+    KIND_TRANSACTION,
+    arrival_order,
+)
 from spark_jobs.fraud.core.rule_routing import EVERY_SHARD, owner_shard
 from spark_jobs.fraud.jobs import fraud_driver
 from spark_jobs.fraud.jobs.alerts_sink import NAME
@@ -29,7 +34,13 @@ from spark_jobs.fraud.jobs.engine_host import (
 from spark_jobs.fraud.jobs.engine_process import EngineProcess, EngineProcessError
 from spark_jobs.fraud.jobs.engine_state_files import EngineStateFiles, StateFilesError
 from spark_jobs.fraud.jobs.fraud_driver import FraudDriverSink
+from spark_jobs.fraud.jobs.publishing import RefusingPublisher
 from spark_jobs.streaming.future_rows import FUTURE_COLUMN
+from spark_jobs.streaming.kafka.producer import make_producer
+from spark_jobs.streaming.kafka.topic_admin import ensure_topics
+from spark_jobs.streaming.kafka.topic_reader import read_all
+
+REFUSAL_LIMIT = 1_000  # the smallest message.max.bytes librdkafka accepts
 
 
 def _rule(rule_id: Any, **extra: Any) -> bytes:
@@ -378,3 +389,43 @@ def test_an_engine_process_that_cannot_start_says_why(tmp_path):
     finally:
         process.close()
     assert process._process.returncode == 0
+
+
+@pytest.mark.kafka
+def test_an_engine_process_s_alerts_are_sent_and_a_refused_one_becomes_a_dead_letter(
+        kafka, tmp_path):
+    """The driver sends the alerts an engine process found (read by column); one the topic
+    refuses at once is its cause's `error` dead letter, every other row is as evaluated."""
+    engine = FraudEngine(MemoryStore())
+    found = []
+    for number, rows in enumerate(_traffic(3)):
+        out, _ = evaluate_batch(engine, _table(rows, 1000 * number), 1_000_000, now_ms=0)
+        found.append(out)
+    outputs = pa.concat_tables(found)
+    rows = outputs.to_pylist()
+    alerts = [i for i, row in enumerate(rows) if row["kind"] == "alert"]
+    assert len(alerts) >= 3 and len(rows) > len(alerts)
+    too_large = alerts[1]
+    rows[too_large]["value"] = "x" * 2 * REFUSAL_LIMIT
+    outputs = pa.Table.from_pylist(rows, schema=outputs.schema)
+    topic = f"alerts_{tmp_path.name}"
+    ensure_topics(kafka, [topic], 1)
+    publisher = RefusingPublisher(make_producer(kafka, **{"message.max.bytes": REFUSAL_LIMIT}),
+                                  topic)
+
+    published = fraud_driver._published(outputs, publisher).to_pylist()
+
+    assert publisher.flush() == []
+    refused = published[too_large]
+    assert refused["kind"] == "dead_letter" and refused["reason"] == "error"
+    assert "MSG_SIZE_TOO_LARGE" in refused["detail"] and topic in refused["detail"]
+    assert [row for i, row in enumerate(published) if i != too_large] == [
+        row for i, row in enumerate(rows) if i != too_large]
+    sent = [(m.key, m.value) for m in read_all(kafka, topic)]
+    assert sent == [(f"{rows[i]['rule_id']}:{rows[i]['transaction_id']}".encode(),
+                     rows[i]["value"].encode()) for i in alerts if i != too_large]
+
+
+def test_outputs_without_alerts_are_handed_on_as_they_are():
+    outputs = pa.Table.from_pylist([], schema=ARROW_OUTPUT_SCHEMA)
+    assert fraud_driver._published(outputs, None) is outputs  # type: ignore[arg-type]

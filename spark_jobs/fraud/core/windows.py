@@ -188,7 +188,13 @@ class ExactWindow:
 
     def expire(self, earliest_event_time: int, window_ms: int) -> bool:
         times, head = self._times, self._head
-        first = bisect_left(times, earliest_event_time - window_ms, lo=head)
+        bound = earliest_event_time - window_ms
+        if len(times) == head or times[head] >= bound:
+            # the common case (entries live an hour past their window): nothing to cut, known
+            # from the oldest entry alone; a search of a long window reads entries all over
+            # memory and was ~8 % of a shard's time on a large state (BENCHMARKS.md)
+            return False
+        first = bisect_left(times, bound, lo=head)
         cut = first - head
         if cut:
             if first * 8 >= len(times):
@@ -295,7 +301,10 @@ class BucketWindow:
         return sum(self.counts[start:end])
 
     def expire(self, earliest_event_time: int, window_ms: int) -> bool:
-        cut = bisect_left(self.starts, self.floor(earliest_event_time - window_ms))
+        bound, starts = self.floor(earliest_event_time - window_ms), self.starts
+        if not starts or starts[0] >= bound:
+            return False  # nothing to cut (the common case), known without a search
+        cut = bisect_left(starts, bound)
         if cut:
             for column in (self.starts, self.sums, self.counts, self.mins, self.maxs):
                 del column[:cut]
