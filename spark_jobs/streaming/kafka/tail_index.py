@@ -38,6 +38,7 @@ STALE_AFTER_S = 0.5  # an index whose thread has not polled for this long is not
 REFRESH_PARTITIONS_S = 5.0
 REMEMBERED_RECORDS = 50_000  # per partition, for event-time answers near the tail
 POLL_TIMEOUT_S = 0.02
+TAIL_FETCH_WAIT_MS = 20
 POLL_BATCH = 2_000
 KEPT_RECORDS = 200_000  # per partition, when records are kept: ~40 MB of 200-byte messages
 
@@ -217,7 +218,13 @@ class TailIndex:
             # a position that became invalid is an error, never a silent jump past a gap
             # (the index hands out kept records as complete ranges)
             "auto.offset.reset": "error",
-            "fetch.wait.max.ms": 5,
+            # how long the broker may hold a fetch that finds nothing new (most of them): the
+            # embedded broker's cost per fetch grows with the record batches a partition holds
+            # (bench.tansu_tail_cost, one tailing consumer: at 5 ms 21 % of a core at 2k
+            # batches, 66 % at 5.4k; at 20 ms 19 % and 43 %). In a 150 s run at 9k/s its share
+            # fell from 32-37 % of a core to 24 %; a record waits at most ~12 ms more
+            # (BENCHMARKS.md, tenth session)
+            "fetch.wait.max.ms": TAIL_FETCH_WAIT_MS,
             "fetch.queue.backoff.ms": 1,
             "fetch.error.backoff.ms": 10,
             "queued.max.messages.kbytes": 8_192,
