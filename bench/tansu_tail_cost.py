@@ -27,6 +27,8 @@ NAME = "tansu_tail_cost"
 VALUE = (b'{"transactionId":4,"eventTime":1795000000000,"payeeId":9034,"beneficiaryId":17209,'
          b'"paymentAmount":13.08,"paymentType":"CRD"}')
 BATCH_EVERY_S = 0.02
+RECORD_TIMEOUT_S = 30.0
+NO_CONSUMER = "no consumer"
 
 
 def _cpu_s(pid: int) -> float:
@@ -35,21 +37,24 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _producer(bootstrap: str) -> Any:
+def _producer(bootstrap: str, linger_ms: int) -> Any:
     from confluent_kafka import Producer
 
     from spark_jobs.streaming.kafka.producer import PRODUCER_DEFAULTS
 
-    return Producer({**PRODUCER_DEFAULTS, "bootstrap.servers": bootstrap, "linger.ms": 0,
-                     "log_level": 0})
+    return Producer({**PRODUCER_DEFAULTS, "bootstrap.servers": bootstrap,
+                     "linger.ms": linger_ms, "log_level": 0})
 
 
 def _tailing(bootstrap: str, topic: str, wait_ms: int, group: str) -> Any:
+    """A consumer at the tail with the tail index's fetch settings (but its max wait)."""
     from confluent_kafka import OFFSET_END, Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
-                         "enable.auto.commit": False, "fetch.wait.max.ms": wait_ms,
-                         "fetch.queue.backoff.ms": 1, "log_level": 0})
+                         "enable.auto.commit": False, "enable.partition.eof": True,
+                         "fetch.wait.max.ms": wait_ms, "fetch.queue.backoff.ms": 1,
+                         "fetch.error.backoff.ms": 10, "queued.max.messages.kbytes": 8_192,
+                         "log_level": 0})
     consumer.assign([TopicPartition(topic, 0, OFFSET_END)])
     return consumer
 
@@ -64,7 +69,8 @@ def broker_share(bootstrap: str, pid: int, wait_ms: int | None, marks: Sequence[
                  records: int, seconds: float) -> list[dict[str, Any]]:
     """% of a core the broker spends at each mark of batches (wait_ms None: no consumer)."""
     topic = f"tail_{wait_ms}"
-    producer = _producer(bootstrap)
+    # a linger longer than the time to queue a batch: one flush is one record batch
+    producer = _producer(bootstrap, 25)
     _send_batch(producer, topic, 1)
     stop = threading.Event()
 
@@ -89,7 +95,7 @@ def broker_share(bootstrap: str, pid: int, wait_ms: int | None, marks: Sequence[
                 batches += 1
                 time.sleep(BATCH_EVERY_S)
             elapsed = time.perf_counter() - started
-            shares.append({"batches": batches,
+            shares.append({"mark": mark, "batches_at_end": batches,
                            "broker_pct_of_a_core": round((_cpu_s(pid) - cpu) / elapsed * 100, 1)})
             print(f"  wait {wait_ms}: {shares[-1]}", flush=True)
     finally:
@@ -102,7 +108,7 @@ def broker_share(bootstrap: str, pid: int, wait_ms: int | None, marks: Sequence[
 def record_wait(bootstrap: str, wait_ms: int, records: int, seed: int = 1) -> dict[str, float]:
     """Milliseconds from produce to the tailing consumer, records sent at random moments."""
     rng, topic = random.Random(seed), f"quiet_{wait_ms}"
-    producer = _producer(bootstrap)
+    producer = _producer(bootstrap, 0)  # each record sent at once
     _send_batch(producer, topic, 1)
     consumer = _tailing(bootstrap, topic, wait_ms, f"quiet-{wait_ms}")
     consumer.poll(1.0)
@@ -115,6 +121,9 @@ def record_wait(bootstrap: str, wait_ms: int, records: int, seed: int = 1) -> di
             producer.poll(0)
             message = None
             while message is None or message.error():
+                if time.perf_counter() - started > RECORD_TIMEOUT_S:
+                    raise TimeoutError(f"a record did not reach the consumer in "
+                                       f"{RECORD_TIMEOUT_S} s (fetch max wait {wait_ms} ms)")
                 message = consumer.poll(1.0)
             delays.append((time.perf_counter() - started) * 1000)
     finally:
@@ -140,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for wait in [None, *waits]:  # each on a broker of its own: its partition alone counts
         with EmbeddedBroker(port=0) as broker:
             assert broker.pid is not None
-            result["broker_share"][str(wait)] = broker_share(
+            result["broker_share"][NO_CONSUMER if wait is None else str(wait)] = broker_share(
                 broker.bootstrap, broker.pid, wait, marks, args.records, args.seconds)
     with EmbeddedBroker(port=0) as broker:
         for wait in waits:
@@ -148,10 +157,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                               args.delays)
 
     def summary(res: dict[str, Any]) -> list[str]:
-        lines = [f"fetch max wait {wait}: broker " + ", ".join(
-            f"{s['broker_pct_of_a_core']} % at {s['batches']} batches" for s in shares)
+        lines = [("producing alone" if wait == NO_CONSUMER else f"fetch max wait {wait} ms")
+                 + ": broker " + ", ".join(
+            f"{s['broker_pct_of_a_core']} % at {s['mark']}-{s['batches_at_end']} batches"
+            for s in shares)
             for wait, shares in res["broker_share"].items()]
-        lines += [f"fetch max wait {wait}: a record waits {ms}"
+        lines += [f"fetch max wait {wait} ms: a record waits {ms} ms"
                   for wait, ms in res["record_wait_ms"].items()]
         return lines
 

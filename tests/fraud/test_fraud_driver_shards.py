@@ -400,14 +400,20 @@ def test_an_engine_process_s_alerts_are_sent_and_a_refused_one_becomes_a_dead_le
     found = []
     for number, rows in enumerate(_traffic(3)):
         out, _ = evaluate_batch(engine, _table(rows, 1000 * number), 1_000_000, now_ms=0)
-        found.append(out)
-    outputs = pa.concat_tables(found)
+        found.append(out.to_pylist())
+    # the last alert made too large for the topic, in a batch after the first: the outputs
+    # stay one chunk per batch, so a position is across chunks, as the driver's are
+    last = max(n for n, out in enumerate(found) if any(r["kind"] == "alert" for r in out))
+    assert last > 0
+    in_batch = max(i for i, r in enumerate(found[last]) if r["kind"] == "alert")
+    found[last][in_batch]["value"] = "x" * 2 * REFUSAL_LIMIT
+    outputs = pa.concat_tables(pa.Table.from_pylist(out, schema=ARROW_OUTPUT_SCHEMA)
+                               for out in found)
+    assert outputs["kind"].num_chunks > 1
     rows = outputs.to_pylist()
     alerts = [i for i, row in enumerate(rows) if row["kind"] == "alert"]
     assert len(alerts) >= 3 and len(rows) > len(alerts)
-    too_large = alerts[1]
-    rows[too_large]["value"] = "x" * 2 * REFUSAL_LIMIT
-    outputs = pa.Table.from_pylist(rows, schema=outputs.schema)
+    too_large = sum(len(out) for out in found[:last]) + in_batch
     topic = f"alerts_{tmp_path.name}"
     ensure_topics(kafka, [topic], 1)
     publisher = RefusingPublisher(make_producer(kafka, **{"message.max.bytes": REFUSAL_LIMIT}),
@@ -416,8 +422,10 @@ def test_an_engine_process_s_alerts_are_sent_and_a_refused_one_becomes_a_dead_le
     published = fraud_driver._published(outputs, publisher).to_pylist()
 
     assert publisher.flush() == []
+    assert publisher.sent == len(alerts) - 1  # the others are all small enough
     refused = published[too_large]
     assert refused["kind"] == "dead_letter" and refused["reason"] == "error"
+    assert refused["value"] is None and refused["offset"] == rows[too_large]["offset"]
     assert "MSG_SIZE_TOO_LARGE" in refused["detail"] and topic in refused["detail"]
     assert [row for i, row in enumerate(published) if i != too_large] == [
         row for i, row in enumerate(rows) if i != too_large]

@@ -191,8 +191,8 @@ class ExactWindow:
         bound = earliest_event_time - window_ms
         if len(times) == head or times[head] >= bound:
             # the common case (entries live an hour past their window): nothing to cut, known
-            # from the oldest entry alone; a search of a long window reads entries all over
-            # memory and was ~8 % of a shard's time on a large state (BENCHMARKS.md)
+            # from the oldest entry alone; the search of a long window reads entries all over
+            # memory (~8 % of a shard's samples late in a run; BENCHMARKS.md, tenth session)
             return False
         first = bisect_left(times, bound, lo=head)
         cut = first - head

@@ -220,10 +220,11 @@ class TailIndex:
             "auto.offset.reset": "error",
             # how long the broker may hold a fetch that finds nothing new (most of them): the
             # embedded broker's cost per fetch grows with the record batches a partition holds
-            # (bench.tansu_tail_cost, one tailing consumer: at 5 ms 21 % of a core at 2k
-            # batches, 66 % at 5.4k; at 20 ms 19 % and 43 %). In a 150 s run at 9k/s its share
-            # fell from 32-37 % of a core to 24 %; a record waits at most ~12 ms more
-            # (BENCHMARKS.md, tenth session)
+            # (bench.tansu_tail_cost, one tailing consumer at 5 ms: 14 / 29 / 61 % of a core
+            # at 2k / 5.5k / 10.5k batches; at 20 ms 15 / 32 / 47 %). In 150 s runs at 9k/s
+            # its share fell from 32-37 % of a core to 24-26 %; a record on a quiet partition
+            # may wait up to the 20 ms hold (p95 10 ms), and 1k/s alert latency did not get
+            # worse (BENCHMARKS.md, tenth session)
             "fetch.wait.max.ms": TAIL_FETCH_WAIT_MS,
             "fetch.queue.backoff.ms": 1,
             "fetch.error.backoff.ms": 10,
