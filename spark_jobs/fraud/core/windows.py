@@ -194,18 +194,17 @@ class ExactWindow:
             # from the oldest entry alone; the search of a long window reads entries all over
             # memory (~8 % of a shard's samples late in a run; BENCHMARKS.md, tenth session)
             return False
-        first = bisect_left(times, bound, lo=head)
+        first = bisect_left(times, bound, lo=head)  # past head: times[head] is cut
         cut = first - head
-        if cut:
-            if first * 8 >= len(times):
-                del times[:first]
-                del self._values[:first]
-                first = 0
-            self._head = first
-            self._cut += cut
-            if self._index is not None:
-                self._index.cut(cut)
-        return cut > 0
+        if first * 8 >= len(times):
+            del times[:first]
+            del self._values[:first]
+            first = 0
+        self._head = first
+        self._cut += cut
+        if self._index is not None:
+            self._index.cut(cut)
+        return True
 
     def first_end(self) -> int | None:
         times, head = self._times, self._head
@@ -304,11 +303,10 @@ class BucketWindow:
         bound, starts = self.floor(earliest_event_time - window_ms), self.starts
         if not starts or starts[0] >= bound:
             return False  # nothing to cut (the common case), known without a search
-        cut = bisect_left(starts, bound)
-        if cut:
-            for column in (self.starts, self.sums, self.counts, self.mins, self.maxs):
-                del column[:cut]
-        return cut > 0
+        cut = bisect_left(starts, bound)  # at least 1: starts[0] is cut
+        for column in (self.starts, self.sums, self.counts, self.mins, self.maxs):
+            del column[:cut]
+        return True
 
     def first_end(self) -> int | None:
         return self.starts[0] + self.bucket_ms if self.starts else None
