@@ -12,9 +12,10 @@ from decimal import Decimal
 
 import pytest
 
-from spark_jobs.fraud.core.aggregates import Aggregator, aggregate
+from spark_jobs.fraud.core.aggregates import Aggregator, aggregate, of_count
+from spark_jobs.fraud.core.bucket_window import BucketWindow
 from spark_jobs.fraud.core.rules import RuleError, parse_rule
-from spark_jobs.fraud.core.windows import RUNNING_SUMS_FROM, BucketWindow, ExactWindow
+from spark_jobs.fraud.core.windows import MISSED, RUNNING_SUMS_FROM, ExactWindow
 
 TEXTS = ["30", "21.5", "0.125", "1E+2", "7.10", "-3.25", "1000000000000.01", "0", "3", "3.0"]
 
@@ -239,3 +240,44 @@ def test_min_and_max_of_long_windows_follow_the_newest_entries_across_cuts(aggre
         assert same(window.aggregate(aggregator, newest, span), expected), at
         answered += type(window._index).__name__ == "SuffixExtremes"
     assert answered > 3 * RUNNING_SUMS_FROM  # the candidates really answered
+
+
+@pytest.mark.parametrize("aggregator", [*list(Aggregator), None])
+@pytest.mark.parametrize("counted", [False, True])
+@pytest.mark.parametrize("seed", range(3))
+def test_the_repeat_path_in_one_call_equals_expire_add_aggregate(aggregator, counted, seed):
+    """append_aggregate answers and changes the window exactly as expire, add and aggregate
+    (or count) do, or returns MISSED and changes nothing: the engine then goes that way."""
+    rng = random.Random(seed)
+    fused, general = ExactWindow(), ExactWindow()
+    taken, missed = 0, 0
+    for at, value in entries(seed, 600):
+        text = str(value)
+        if counted:
+            value, text = Decimal(1), "1"
+        window_ms = rng.choice((10, 100, 1_000))
+        earliest = at - rng.choice((0, 5, 50, 5_000))  # a deep cut now and then
+        before = (list(fused.times), list(fused.values))
+        got = fused.append_aggregate(at, value, text, earliest - window_ms, window_ms,
+                                     aggregator, counted)
+        if got is MISSED:
+            missed += 1
+            assert (fused.times, fused.values) == before
+            fused.expire(earliest, window_ms)
+            fused.add(at, value, text)
+        else:
+            taken += 1
+        general.expire(earliest, window_ms)
+        general.add(at, value, text)
+        if aggregator is None:
+            expected = None
+        elif counted:
+            expected = of_count(aggregator, general.count_in(at, window_ms))
+        else:
+            expected = general.aggregate(aggregator, at, window_ms)
+        if got is not MISSED:
+            assert same(got, expected), (at, got, expected)
+        assert (fused.times, fused.values) == (general.times, general.values)
+        assert same(fused.aggregate(Aggregator.SUM, at, window_ms),
+                    general.aggregate(Aggregator.SUM, at, window_ms))
+    assert taken > 300 and missed > 50

@@ -51,7 +51,7 @@ from spark_jobs.fraud.core.plans import field_values, first_result, plan, window
 from spark_jobs.fraud.core.retention import DEFAULT_LATE_RETENTION_MS, Retention
 from spark_jobs.fraud.core.rules import ControlType, Rule, RuleError, RuleState, parse_rule
 from spark_jobs.fraud.core.store import MemoryStore, WindowStore
-from spark_jobs.fraud.core.windows import window_loader, window_starter
+from spark_jobs.fraud.core.windows import MISSED, ExactWindow, window_loader, window_starter
 from spark_jobs.streaming.lake.dead_letters import LATE
 
 __all__ = ["FraudEngine", "MemoryStore", "Output", "WindowStore"]
@@ -298,6 +298,25 @@ class FraudEngine:
                     stored = starts[rule.field] = start(event_time, text)
                 put_window(rule_id, key, stored)
                 continue
+            if value is not None and type(state) is ExactWindow:  # the repeat path
+                text = texts.get(rule.field)
+                if text is None:
+                    text = texts[rule.field] = intern(str(value))
+                result = state.append_aggregate(
+                    event_time, value, text, earliest(rule_id, window_ms, watermark_ms) - window_ms,
+                    window_ms, rule.aggregator if alerting else None, rule.counted)
+                if result is not MISSED:
+                    due = entry_end + window_ms + retention_ms
+                    if schedule.next_ms is None or due < schedule.next_ms:
+                        schedule.expires_at(due)
+                    if alerting and rule.passes(result, rule.limit):
+                        outputs.append(alert(rule.rule, key, result, transaction, now_ms))
+                        self.counters["alerts"] += 1
+                        if rule.resets:
+                            store.delete_window(rule_id, key)
+                            continue
+                    put_window(rule_id, key, state)
+                    continue
             window = load(state)
             # trim as we go, so that cleanup() mostly has idle keys left to visit
             trimmed = window.expire(

@@ -5,9 +5,10 @@ window is found with two binary searches and expiry is a prefix cut:
 
 - `ExactWindow` keeps one (eventTime, value) entry per transaction: exact bounds
   `T - w <= eventTime <= T`, equal timestamps all counted.
-- `BucketWindow` is the seed's pre-aggregation: event times and window starts are floored to
-  the bucket, and each bucket keeps (sum, count, min, max), the `Summary` every aggregator
-  answers from, so the state grows with the number of buckets instead of transactions.
+- `BucketWindow` (bucket_window.py) is the seed's pre-aggregation: event times and window
+  starts are floored to the bucket, and each bucket keeps (sum, count, min, max), the
+  `Summary` every aggregator answers from, so the state grows with the number of buckets
+  instead of transactions.
 
 Neither knows the aggregator functions: each window asks the `Aggregator` entry how to answer
 from what it keeps.
@@ -31,7 +32,8 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any, Protocol
 
-from spark_jobs.fraud.core.aggregates import EXACT, Aggregator, exact_sum
+from spark_jobs.fraud.core.aggregates import Aggregator, of_count
+from spark_jobs.fraud.core.bucket_window import BucketWindow
 from spark_jobs.fraud.core.running_sums import RunningSums
 from spark_jobs.fraud.core.suffix_extremes import SuffixExtremes
 
@@ -157,11 +159,39 @@ class ExactWindow:
         times.insert(index, event_time)
         self._values.insert(index, str(value) if text is None else text)
 
+    def append_aggregate(self, event_time: int, value: Decimal, text: str, bound: int,
+                         window_ms: int, aggregator: Aggregator | None, counted: bool) -> Any:
+        """The engine's repeat path in one call, for a window with nothing to expire before
+        `bound` (expire's earliest_event_time - window_ms) and the event time at or after its
+        newest entry (nearly every call): append, then the aggregate of the window ending at
+        the new entry (None without an aggregator; of the count when `counted`). MISSED when
+        the window is not in that case (empty, an entry to expire, out of order): the caller
+        goes the general way (expire, add, aggregate), nothing changed."""
+        times, head = self._times, self._head
+        if len(times) == head or times[head] < bound or event_time < times[-1]:
+            return MISSED
+        accelerated = self._index
+        if accelerated is not None and not accelerated.append(value):
+            self._index = None
+        times.append(event_time)
+        self._values.append(text)
+        if aggregator is None:
+            return None
+        start = bisect_left(times, event_time - window_ms, lo=head)
+        if counted:
+            return of_count(aggregator, len(times) - start)
+        return self._aggregate(aggregator, start, len(times))
+
     def aggregate(self, aggregator: Aggregator, event_time: int, window_ms: int) -> Decimal | None:
         times, head = self._times, self._head
         start = bisect_left(times, event_time - window_ms, lo=head)
         end = len(times) if not times or event_time >= times[-1] else bisect_right(
             times, event_time, lo=start)
+        return self._aggregate(aggregator, start, end)
+
+    def _aggregate(self, aggregator: Aggregator, start: int, end: int) -> Decimal | None:
+        """The aggregate of entries [start, end) (positions in the lists, past the head)."""
+        head = self._head
         if end - start >= RUNNING_SUMS_FROM:
             of_sums, pick = aggregator.of_sums, aggregator.extreme
             accelerated = self._index
@@ -169,7 +199,7 @@ class ExactWindow:
                 if type(accelerated) is not RunningSums:
                     accelerated = self._index = RunningSums(self._values[head:])
                 return of_sums(accelerated.total(start - head, end - head), end - start)
-            if pick is not None and end == len(times):
+            if pick is not None and end == len(self._times):
                 first = start - head
                 if (type(accelerated) is not SuffixExtremes or accelerated.pick is not pick
                         or not accelerated.covers(first)):
@@ -242,101 +272,11 @@ class ExactWindow:
         return self  # pickles as (times, values): see __reduce__
 
 
+MISSED = object()  # ExactWindow.append_aggregate: not its case
+
 # entries in the window from which it answers from its index; shorter ones are simply added
 # up, or their MIN or MAX taken
 RUNNING_SUMS_FROM = 16
-
-
-class BucketWindow:
-    """Per-bucket partial aggregates (sum, count, min, max) as parallel lists sorted by the
-    bucket start; a bucket [b, b + bucket_ms) is in the window ending at T when
-    floor(T - w) <= b <= floor(T)."""
-
-    __slots__ = ("bucket_ms", "counts", "maxs", "mins", "starts", "sums")
-
-    def __init__(self, bucket_ms: int, state: Any = None) -> None:
-        self.bucket_ms = bucket_ms
-        if state is None:
-            state = ([], [], [], [], [])
-        self.starts: list[int]
-        self.sums: list[str]
-        self.counts: list[int]
-        self.mins: list[str]
-        self.maxs: list[str]
-        self.starts, self.sums, self.counts, self.mins, self.maxs = state
-
-    def floor(self, event_time: int) -> int:
-        return event_time - event_time % self.bucket_ms
-
-    def add(self, event_time: int, value: Decimal, text: str | None = None) -> None:
-        start = self.floor(event_time)
-        index = bisect_left(self.starts, start)
-        if index < len(self.starts) and self.starts[index] == start:
-            self.sums[index] = str(EXACT.add(Decimal(self.sums[index]), value))
-            self.counts[index] += 1
-            if value < Decimal(self.mins[index]):
-                self.mins[index] = str(value)
-            if value > Decimal(self.maxs[index]):
-                self.maxs[index] = str(value)
-            return
-        if text is None:
-            text = str(value)
-        self.starts.insert(index, start)
-        self.sums.insert(index, text)
-        self.counts.insert(index, 1)
-        self.mins.insert(index, text)
-        self.maxs.insert(index, text)
-
-    def aggregate(self, aggregator: Aggregator, event_time: int, window_ms: int) -> Decimal | None:
-        start = bisect_left(self.starts, self.floor(event_time - window_ms))
-        end = bisect_right(self.starts, self.floor(event_time), lo=start)
-        if start == end:
-            return None
-        return aggregator.of_buckets(_Buckets(self, start, end))
-
-    def count_in(self, event_time: int, window_ms: int) -> int:
-        start = bisect_left(self.starts, self.floor(event_time - window_ms))
-        end = bisect_right(self.starts, self.floor(event_time), lo=start)
-        return sum(self.counts[start:end])
-
-    def expire(self, earliest_event_time: int, window_ms: int) -> bool:
-        bound, starts = self.floor(earliest_event_time - window_ms), self.starts
-        if not starts or starts[0] >= bound:
-            return False  # nothing to cut (the common case), known without a search
-        cut = bisect_left(starts, bound)  # at least 1: starts[0] is cut
-        for column in (self.starts, self.sums, self.counts, self.mins, self.maxs):
-            del column[:cut]
-        return True
-
-    def first_end(self) -> int | None:
-        return self.starts[0] + self.bucket_ms if self.starts else None
-
-    def __len__(self) -> int:
-        return len(self.starts)
-
-    def state(self) -> tuple[list[int], list[str], list[int], list[str], list[str]]:
-        return (self.starts, self.sums, self.counts, self.mins, self.maxs)
-
-
-class _Buckets:
-    """The `Summary` of buckets [start, end) of a BucketWindow, combined on demand."""
-
-    __slots__ = ("end", "start", "window")
-
-    def __init__(self, window: BucketWindow, start: int, end: int) -> None:
-        self.window, self.start, self.end = window, start, end
-
-    def total(self) -> Decimal:
-        return exact_sum(list(map(Decimal, self.window.sums[self.start:self.end])))
-
-    def count(self) -> int:
-        return sum(self.window.counts[self.start:self.end])
-
-    def minimum(self) -> Decimal:
-        return min(map(Decimal, self.window.mins[self.start:self.end]))
-
-    def maximum(self) -> Decimal:
-        return max(map(Decimal, self.window.maxs[self.start:self.end]))
 
 
 def window_starter(bucket_ms: int) -> Callable[[int, str], Any]:
