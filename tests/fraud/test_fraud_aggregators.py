@@ -15,6 +15,7 @@ import pytest
 from spark_jobs.fraud.core.aggregates import Aggregator, aggregate, of_count
 from spark_jobs.fraud.core.bucket_window import BucketWindow
 from spark_jobs.fraud.core.rules import RuleError, parse_rule
+from spark_jobs.fraud.core.running_sums import plain_digits
 from spark_jobs.fraud.core.windows import MISSED, RUNNING_SUMS_FROM, ExactWindow
 
 TEXTS = ["30", "21.5", "0.125", "1E+2", "7.10", "-3.25", "1000000000000.01", "0", "3", "3.0"]
@@ -91,15 +92,18 @@ def test_rules_accept_exactly_the_entries():
     ["1.5", "9223372036854775807", "9E+30"],  # sums outgrowing 64 bits: Python integers
     ["2", "1E-60", "0.5"],  # sixty places: the scaled sums are Python integers
     ["1", "2", "0.001", "3.25"],  # a finer value after the sums were built: rebuilt
+    ["-1.5", "0.1234567890123456789012345678901234567890123", "-0.00", "7"],  # 43 places
 ])
 @pytest.mark.parametrize("aggregator", [Aggregator.SUM, Aggregator.AVG])
-def test_running_sums_stay_exact_at_any_magnitude_and_precision(texts, aggregator):
+@pytest.mark.parametrize("with_text", [False, True])
+def test_running_sums_stay_exact_at_any_magnitude_and_precision(texts, aggregator, with_text):
     """Long windows answer from running sums of scaled integers: every value's exact
-    contribution, whatever its size or decimal places, also across expiry cuts."""
+    contribution, whatever its size or decimal places, also across expiry cuts; read from
+    the value or from its text, as the engine hands it."""
     window, seen = ExactWindow(), []
     for at in range(3 * RUNNING_SUMS_FROM):
         value = Decimal(texts[0] if at < RUNNING_SUMS_FROM else texts[at % len(texts)])
-        window.add(at, value)
+        window.add(at, value, str(value) if with_text else None)
         seen.append((at, value))
         if at % 5 == 4:
             window.expire(at - 2 * RUNNING_SUMS_FROM, 0)
@@ -281,3 +285,16 @@ def test_the_repeat_path_in_one_call_equals_expire_add_aggregate(aggregator, cou
         assert same(fused.aggregate(Aggregator.SUM, at, window_ms),
                     general.aggregate(Aggregator.SUM, at, window_ms))
     assert taken > 300 and missed > 50
+
+
+@pytest.mark.parametrize("text", [*TEXTS, "-0.00", "-13.08", "0.000001", "1E-7", "-7",
+                                  "12345678901234567890.5", "1.000E+5"])
+def test_a_plain_decimal_text_reads_as_its_decimal(text):
+    value = Decimal(text)
+    read = plain_digits(str(value))
+    if "E" in str(value):
+        assert read is None
+    else:
+        exponent, digits = read
+        assert exponent == value.as_tuple().exponent
+        assert Decimal(digits).scaleb(exponent) == value

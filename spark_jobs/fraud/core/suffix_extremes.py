@@ -43,8 +43,9 @@ class SuffixExtremes:
         for index in range(first, len(texts)):
             self.append(Decimal(texts[index]))
 
-    def append(self, value: Decimal) -> bool:
-        """Extend by a value appended at the end (always possible: True)."""
+    def append(self, value: Decimal, text: str | None = None) -> bool:
+        """Extend by a value appended at the end (always possible: True); its text is for
+        RunningSums, the other index a window may keep."""
         values, positions, beaten_by = self.values, self.positions, self._beats
         while values and beaten_by(values[-1], value):
             values.pop()

@@ -154,7 +154,8 @@ class ExactWindow:
         if self._logged is not None and index - head < self._logged - self._cut:
             self._logged = None  # inserted among logged entries: log the whole window
         accelerated = self._index
-        if accelerated is not None and (index != len(times) or not accelerated.append(value)):
+        if accelerated is not None and (
+                index != len(times) or not accelerated.append(value, text)):
             self._index = None  # out of order, or finer than the sums: rebuilt when needed
         times.insert(index, event_time)
         self._values.insert(index, str(value) if text is None else text)
@@ -171,7 +172,7 @@ class ExactWindow:
         if len(times) == head or times[head] < bound or event_time < times[-1]:
             return MISSED
         accelerated = self._index
-        if accelerated is not None and not accelerated.append(value):
+        if accelerated is not None and not accelerated.append(value, text):
             self._index = None
         times.append(event_time)
         self._values.append(text)
