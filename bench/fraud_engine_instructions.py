@@ -1,4 +1,4 @@
-"""Instructions per transaction of the pure fraud engine, counted by valgrind (issue 15).
+"""Instructions per transaction of the fraud engine, counted by valgrind (issue 15).
 
 The CPU time of `bench.fraud_engine_cpu` moves by 20-50 % from one minute to the next on
 this shared box (BENCHMARKS.md, eleventh session), more than most single changes to the
@@ -10,7 +10,9 @@ waiting on memory.
 
 Each shard's engine runs bench.fraud_engine_cpu's `logged` pass over the same traffic under
 `valgrind --tool=cachegrind --cache-sim=no` (~12x slower than native); a second run that
-only makes the traffic and imports the same modules is subtracted.
+only makes the traffic and imports the same modules is subtracted. What is left is the
+engine's pass with what the jobs do around it: its set-up, the change log taken after every
+batch, the collector's settling, and freeing the state at the end.
 
     .venv/bin/python -m bench.fraud_engine_instructions [--transactions 200000]
         [--event-rate 10000] [--batch 5000] [--shards 2] [--label L] [--out PATH]
@@ -22,6 +24,7 @@ are imported from it; the benchmark's own from here).
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import subprocess
@@ -54,7 +57,9 @@ def _counted(args: argparse.Namespace, shard: int | None) -> tuple[int, str]:
                "--transactions", str(args.transactions), "--event-rate", str(args.event_rate),
                "--batch", str(args.batch), "--shards", str(args.shards),
                "--shard", "none" if shard is None else str(shard)]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    # str hashes seeded alike in every run: dict probing then takes the same steps
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    done = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
     found = _COUNT.search(done.stderr)
     if done.returncode != 0 or found is None:
         raise RuntimeError(f"valgrind run failed ({done.returncode}): {done.stderr[-2000:]}")
@@ -88,7 +93,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                        "printed": printed})
         print(f"shard {shard}: {per_tx:,.0f} instructions per transaction ({printed})",
               flush=True)
-    result = {"machine": machine_info(), "label": args.label, "transactions": args.transactions,
+    import spark_jobs  # where the engine measured came from (PYTHONPATH: a worktree)
+
+    result = {"machine": machine_info(), "label": args.label,
+              "spark_jobs": os.path.dirname(spark_jobs.__file__),
+              "transactions": args.transactions,
               "event_rate": args.event_rate, "batch": args.batch,
               "baseline_instructions": baseline, "shards": shards,
               "per_transaction_all_shards": sum(s["per_transaction"] for s in shards)}

@@ -219,6 +219,21 @@ def test_a_change_log_delta_replays_on_a_window_whose_expired_front_is_still_hel
     assert (window.times, window.values) == (list(range(5, 42)), [str(at) for at in range(5, 42)])
 
 
+@pytest.mark.parametrize("append", ["add", "append_aggregate"])
+def test_a_window_brought_forward_by_a_delta_is_logged_whole_next(append):
+    """After apply_log_delta the window's own log bookkeeping no longer describes it: its
+    next delta would count an append against entries the replay cut, and leave it out."""
+    window = ExactWindow([1, 2, 3, 4], ["1", "2", "3", "4"])
+    window.take_log_delta()  # the log holds its 4 entries
+    window.apply_log_delta(2, [], [])
+    if append == "add":
+        window.add(5, Decimal(5), "5")
+    else:
+        assert window.append_aggregate(5, Decimal(5), "5", 0, 10, None, False) is None
+    assert window.take_log_delta() is None  # the whole window: [3, 4, 5]
+    assert window.times == [3, 4, 5]
+
+
 TIED = ["3", "3.0", "3.00", "1", "1.0", "2.5", "-0", "0"]  # extremes in several texts
 
 
@@ -254,19 +269,22 @@ def test_the_repeat_path_in_one_call_equals_expire_add_aggregate(aggregator, cou
     (or count) do, or returns MISSED and changes nothing: the engine then goes that way."""
     rng = random.Random(seed)
     fused, general = ExactWindow(), ExactWindow()
-    taken, missed = 0, 0
-    for at, value in entries(seed, 600):
+    taken, missed, behind_head = 0, 0, 0
+    for step, (at, value) in enumerate(entries(seed, 600)):
         text = str(value)
         if counted:
             value, text = Decimal(1), "1"
-        window_ms = rng.choice((10, 100, 1_000))
-        earliest = at - rng.choice((0, 5, 50, 5_000))  # a deep cut now and then
-        before = (list(fused.times), list(fused.values))
+        # mostly a long window, cut a little at a time (its expired front then stays until
+        # it is an eighth of the lists), and a narrow one now and then (a deep cut)
+        window_ms = 500 if step % 200 != 199 else rng.choice((10, 100))
+        earliest = at - rng.choice((0, 5, 50, 5_000))
+        before = held(fused)
+        behind_head += fused._head > 0  # expired entries still at the front
         got = fused.append_aggregate(at, value, text, earliest - window_ms, window_ms,
                                      aggregator, counted)
         if got is MISSED:
             missed += 1
-            assert (fused.times, fused.values) == before
+            assert held(fused) == before
             fused.expire(earliest, window_ms)
             fused.add(at, value, text)
         else:
@@ -281,10 +299,18 @@ def test_the_repeat_path_in_one_call_equals_expire_add_aggregate(aggregator, cou
             expected = general.aggregate(aggregator, at, window_ms)
         if got is not MISSED:
             assert same(got, expected), (at, got, expected)
-        assert (fused.times, fused.values) == (general.times, general.values)
+        assert held(fused) == held(general)  # without compacting either front
         assert same(fused.aggregate(Aggregator.SUM, at, window_ms),
                     general.aggregate(Aggregator.SUM, at, window_ms))
-    assert taken > 300 and missed > 50
+        if step % 7 == 0:  # what a change log takes of each is the same
+            assert fused.take_log_delta() == general.take_log_delta()
+    assert taken > 300 and missed > 50 and behind_head > 100, (taken, missed, behind_head)
+
+
+def held(window: ExactWindow) -> tuple[list[int], list[str]]:
+    """The entries a window holds, read without dropping its expired front (`entries()`
+    would, and the repeat path would then never meet a window with one)."""
+    return window._times[window._head:], window._values[window._head:]
 
 
 @pytest.mark.parametrize("text", [*TEXTS, "-0.00", "-13.08", "0.000001", "1E-7", "-7",

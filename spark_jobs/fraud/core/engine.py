@@ -47,7 +47,7 @@ from spark_jobs.fraud.core.outputs import (
     dropped,
     rule_error,
 )
-from spark_jobs.fraud.core.plans import field_values, first_result, plan, window_result
+from spark_jobs.fraud.core.plans import RulePlan, field_values, first_result, plan, window_result
 from spark_jobs.fraud.core.retention import DEFAULT_LATE_RETENTION_MS, Retention
 from spark_jobs.fraud.core.rules import ControlType, Rule, RuleError, RuleState, parse_rule
 from spark_jobs.fraud.core.store import MemoryStore, WindowStore
@@ -266,30 +266,28 @@ class FraudEngine:
             if key is None:
                 key = keys[rule.names] = rule.key_of(fields)
             rule_id, window_ms = rule.rule_id, rule.window_ms
-            state = get_window(rule_id, key)
-            if state is None:  # a new key: most (rule, key) pairs see one transaction
-                if value is None:
-                    continue  # an empty window does not alert
-                # the window starts with this one entry, so its aggregate is the value's own
-                # (plans.first_result, the same for every rule with this field and function)
+            if value is not None:  # an entry for the rule's window of the key
                 text = texts.get(rule.field)
                 if text is None:
                     text = texts[rule.field] = intern(str(value))
                 due = entry_end + window_ms + retention_ms
                 if schedule.next_ms is None or due < schedule.next_ms:
                     schedule.expires_at(due)
+            state = get_window(rule_id, key)
+            if state is None:  # a new key: most (rule, key) pairs see one transaction
+                if value is None:
+                    continue  # an empty window does not alert
+                # the window starts with this one entry, so its aggregate is the value's own
+                # (plans.first_result, the same for every rule with this field and function)
                 if schedule.dues is not None:
                     schedule.dues.push(due, rule_id, key)
                 if alerting:
                     result = firsts.get((rule.field, rule.aggregator))
                     if result is None:
                         result = firsts[rule.field, rule.aggregator] = first_result(rule, value)
-                    if rule.passes(result, rule.limit):
-                        outputs.append(alert(rule.rule, key, result, transaction, now_ms))
-                        self.counters["alerts"] += 1
-                        if rule.resets:
-                            store.delete_window(rule_id, key)
-                            continue
+                    if rule.passes(result, rule.limit) and self._fire(
+                            outputs, rule, key, result, transaction, now_ms):
+                        continue
                 if starts is None:
                     put_window(rule_id, key, start(event_time, text))
                     continue
@@ -298,23 +296,14 @@ class FraudEngine:
                     stored = starts[rule.field] = start(event_time, text)
                 put_window(rule_id, key, stored)
                 continue
-            if value is not None and type(state) is ExactWindow:  # the repeat path
-                text = texts.get(rule.field)
-                if text is None:
-                    text = texts[rule.field] = intern(str(value))
+            if value is not None and type(state) is ExactWindow:  # the repeat path, in one call
                 result = state.append_aggregate(
                     event_time, value, text, earliest(rule_id, window_ms, watermark_ms) - window_ms,
                     window_ms, rule.aggregator if alerting else None, rule.counted)
                 if result is not MISSED:
-                    due = entry_end + window_ms + retention_ms
-                    if schedule.next_ms is None or due < schedule.next_ms:
-                        schedule.expires_at(due)
-                    if alerting and rule.passes(result, rule.limit):
-                        outputs.append(alert(rule.rule, key, result, transaction, now_ms))
-                        self.counters["alerts"] += 1
-                        if rule.resets:
-                            store.delete_window(rule_id, key)
-                            continue
+                    if alerting and rule.passes(result, rule.limit) and self._fire(
+                            outputs, rule, key, result, transaction, now_ms):
+                        continue
                     put_window(rule_id, key, state)
                     continue
             window = load(state)
@@ -324,29 +313,30 @@ class FraudEngine:
             if value is not None:
                 dues = schedule.dues
                 first_end = window.first_end() if dues is not None else None
-                text = texts.get(rule.field)
-                if text is None:
-                    text = texts[rule.field] = intern(str(value))
                 window.add(event_time, value, text)
-                due = entry_end + window_ms + retention_ms
-                if schedule.next_ms is None or due < schedule.next_ms:
-                    schedule.expires_at(due)
                 if dues is not None and (first_end is None or entry_end < first_end):
                     dues.push(due, rule_id, key)
             if alerting:
                 result = window_result(rule, window, event_time)
-                if result is not None and rule.passes(result, rule.limit):
-                    outputs.append(alert(rule.rule, key, result, transaction, now_ms))
-                    self.counters["alerts"] += 1
-                    if rule.resets:
-                        store.delete_window(rule_id, key)
-                        continue
+                if result is not None and rule.passes(result, rule.limit) and self._fire(
+                        outputs, rule, key, result, transaction, now_ms):
+                    continue
             if value is not None or trimmed:
                 if len(window):
                     put_window(rule_id, key, window.state())
                 else:
                     store.delete_window(rule_id, key)
         return outputs
+
+    def _fire(self, outputs: list[Output], rule: RulePlan, key: str, result: Decimal,
+              transaction: Transaction, now_ms: int) -> bool:
+        """Emit the alert of an aggregate that passed the limit; True when the rule drops the
+        key's window on firing (COUNT_WITH_RESET_FLINK), which is done here."""
+        outputs.append(alert(rule.rule, key, result, transaction, now_ms))
+        self.counters["alerts"] += 1
+        if rule.resets:
+            self.store.delete_window(rule.rule_id, key)
+        return rule.resets
 
     # -- clean-up ------------------------------------------------------------------------
     def cleanup(self, watermark_ms: int) -> None:

@@ -161,7 +161,8 @@ class ExactWindow:
         self._values.insert(index, str(value) if text is None else text)
 
     def append_aggregate(self, event_time: int, value: Decimal, text: str, bound: int,
-                         window_ms: int, aggregator: Aggregator | None, counted: bool) -> Any:
+                         window_ms: int, aggregator: Aggregator | None, counted: bool
+                         ) -> Decimal | object | None:
         """The engine's repeat path in one call, for a window with nothing to expire before
         `bound` (expire's earliest_event_time - window_ms) and the event time at or after its
         newest entry (nearly every call): append, then the aggregate of the window ending at
@@ -257,7 +258,9 @@ class ExactWindow:
         self._logged, self._cut = None, 0
 
     def apply_log_delta(self, cut: int, times: list[int], values: list[str]) -> None:
-        """Replay a take_log_delta() on the window as the log had it."""
+        """Replay a take_log_delta() on the window as the log had it. What this window's own
+        log last took no longer describes it, so that log takes it whole next time (an
+        append counted against the old bookkeeping could otherwise be left out)."""
         front = self._head + cut
         del self._times[:front]
         del self._values[:front]
@@ -265,6 +268,7 @@ class ExactWindow:
         self._times.extend(times)
         self._values.extend(values)
         self._index = None
+        self.forget_logged()
 
     def __len__(self) -> int:
         return len(self._times) - self._head
