@@ -12,7 +12,13 @@ from decimal import Decimal
 
 import pytest
 
-from spark_jobs.fraud.core.aggregates import Aggregator, aggregate, of_count
+from spark_jobs.fraud.core.aggregates import (
+    Aggregator,
+    DecimalsOfText,
+    aggregate,
+    count_decimal,
+    of_count,
+)
 from spark_jobs.fraud.core.bucket_window import BucketWindow
 from spark_jobs.fraud.core.rules import RuleError, parse_rule
 from spark_jobs.fraud.core.running_sums import plain_digits
@@ -324,3 +330,25 @@ def test_a_plain_decimal_text_reads_as_its_decimal(text):
         exponent, digits = read
         assert exponent == value.as_tuple().exponent
         assert Decimal(digits).scaleb(exponent) == value
+
+
+@pytest.mark.parametrize("count", [0, 1, 7, 4095, 4096, 10**12])
+def test_a_count_as_a_decimal_is_the_decimal_of_the_count(count):
+    assert count_decimal(count).as_tuple() == Decimal(count).as_tuple()
+
+
+def test_decimals_of_texts_are_made_once_each_and_the_table_stays_bounded():
+    """What a short window reads back: Decimal(text) itself (same digits and exponent, so
+    sums keep their places), one shared object per text while it is kept, never more than
+    `limit` kept."""
+    table = DecimalsOfText(limit=3, longest=12)
+    texts = ["21.50", "21.5", "1E+2", "-0.00", "7", "21.50"]
+    for text in texts:
+        assert table[text].as_tuple() == Decimal(text).as_tuple()
+        assert table[text] is table[text]
+        assert len(table) <= 3
+    long_text = "0." + "1" * 5000  # hostile: made, never kept
+    assert table[long_text] == Decimal(long_text)
+    assert long_text not in table
+    assert aggregate(Aggregator.SUM, [table["2.50"], table["1.5"]]).as_tuple() == (
+        Decimal("4.00").as_tuple())

@@ -429,3 +429,65 @@ def test_windows_filed_again_by_replays_are_cleaned_once_and_not_multiplied():
     # copies gather while the window's first entry is not due (its first minute), then
     # collapse into one at the clean-up that visits them
     assert max(filed[:60]) > 50 and max(filed[70:]) <= 3
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_windows_appended_in_place_replay_around_puts_and_removals(seed):
+    """put_appended logs a window's delta at once, not at the take: mixed with puts of the
+    same window (inserts, cuts, new objects), removals of a window, a rule or all, and takes
+    at random moments, the replica rebuilt from the log always holds the store's windows."""
+    rng = random.Random(seed)
+    store, replica = LoggedStore(), LoggedStore.restore(None)
+    clock, appended = 0, 0
+    for step in range(600):
+        rule_id, key = rng.randint(1, 2), f"k{rng.randint(1, 4)}"
+        stored = store.get_window(rule_id, key)
+        clock += rng.randint(0, 20)
+        roll = rng.random()
+        if roll < 0.45 and type(stored) is ExactWindow and len(stored):
+            stored.add(max(clock, stored.times[-1]), Decimal(rng.randint(1, 99)))
+            store.put_appended(rule_id, key, stored)  # appended only: the repeat path
+            appended += 1
+        elif roll < 0.65 and type(stored) is ExactWindow:
+            if rng.random() < 0.5:
+                stored.expire(clock - rng.randint(0, 300), 100)
+            else:  # among the entries already logged
+                stored.add(clock - rng.randint(0, 400), Decimal(rng.randint(1, 99)))
+            if len(stored):
+                store.put_window(rule_id, key, stored)
+            else:
+                store.delete_window(rule_id, key)
+        elif roll < 0.8:  # a new window: one entry as the engine starts it, or an object
+            entry = (clock, str(rng.randint(1, 99)))
+            store.put_window(rule_id, key, entry if rng.random() < 0.3
+                             else ExactWindow.load(entry))
+        elif roll < 0.88:
+            store.delete_window(rule_id, key)
+        elif roll < 0.9:
+            store.delete_rule_windows(rule_id)
+        elif roll < 0.91:
+            store.clear_windows()
+        if rng.random() < 0.2:
+            replica.apply_changes(store.take_changes())
+            assert replica.by_rule == store.by_rule, step
+    replica.apply_changes(store.take_changes())
+    assert replica.by_rule == store.by_rule
+    assert appended > 100
+
+
+def test_a_window_the_log_must_take_whole_is_put_not_appended():
+    """A window new since the last take (or changed among its logged entries) has no delta:
+    put_appended files it as a put, logged whole, and later appends chain after it."""
+    store, replica = LoggedStore(), LoggedStore.restore(None)
+    window = ExactWindow([1, 2], ["1", "2"])
+    store.put_window(1, "a", window)
+    window.add(3, Decimal(3))
+    store.put_appended(1, "a", window)  # new this batch: no delta to take
+    replica.apply_changes(store.take_changes())
+    assert replica.get_window(1, "a") == ([1, 2, 3], ["1", "2", "3"])
+    window.add(4, Decimal(4))
+    store.put_appended(1, "a", window)  # logged before: by its delta
+    changes = pickle.loads(store.take_changes())
+    assert [change[0] for change in changes] == ["xws"]
+    replica.apply_changes(pickle.dumps(changes))
+    assert replica.get_window(1, "a") == ([1, 2, 3, 4], ["1", "2", "3", "4"])

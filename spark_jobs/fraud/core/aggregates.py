@@ -33,6 +33,38 @@ COUNT_FIELDS = frozenset({COUNT_FLINK, COUNT_WITH_RESET_FLINK})
 
 ZERO = Decimal(0)
 ONE = Decimal(1)
+# Counts as Decimals, made once: every COUNT_* rule and AVG turns a count into one per
+# transaction, and making a Decimal parses its arguments by keyword (BENCHMARKS.md)
+_COUNTS = tuple(Decimal(count) for count in range(4096))
+
+
+def count_decimal(count: int) -> Decimal:
+    """Decimal(count) of a count (>= 0)."""
+    return _COUNTS[count] if count < len(_COUNTS) else Decimal(count)
+
+
+class DecimalsOfText(dict[str, Decimal]):
+    """Decimal(text) of the value texts windows hold, each made once while it is in use:
+    a short window's aggregate reads its entries back as Decimals at every transaction of its
+    key, and the amounts repeat (cents of a few hundred units). Decimals are immutable, so
+    sharing one is exact. It stays bounded (~9 MB) whatever the traffic: a text longer than
+    `longest` (a hostile amount can be thousands of digits) is made each time, not kept, and
+    at `limit` entries the table starts again."""
+
+    def __init__(self, limit: int = 1 << 16, longest: int = 40) -> None:
+        super().__init__()
+        self.limit, self.longest = limit, longest
+
+    def __missing__(self, text: str) -> Decimal:
+        if len(text) > self.longest:
+            return Decimal(text)
+        if len(self) >= self.limit:
+            self.clear()
+        value = self[text] = Decimal(text)
+        return value
+
+
+decimal_of_text = DecimalsOfText().__getitem__
 
 # Addition with unlimited precision is exact; AVG's division is rounded to decimal128.
 EXACT = Context(prec=MAX_PREC, Emax=MAX_EMAX, Emin=MIN_EMIN)
@@ -96,7 +128,7 @@ _FEW = 6
 
 def average(total: Decimal, count: int) -> Decimal:
     """total / count to 34 significant digits (exact when the quotient fits)."""
-    return AVG_CONTEXT.divide(total, Decimal(count))
+    return AVG_CONTEXT.divide(total, count_decimal(count))
 
 
 class Summary(Protocol):
@@ -179,7 +211,7 @@ def of_count(aggregator: Aggregator, count: int) -> Decimal:
     of_values would compute it, without building the values."""
     if aggregator.of_sums is None:  # MIN, MAX of ones
         return ONE
-    return aggregator.of_sums(Decimal(count), count)
+    return aggregator.of_sums(count_decimal(count), count)
 
 
 def aggregate(aggregator: Aggregator, values: Sequence[Decimal]) -> Decimal | None:
@@ -197,7 +229,9 @@ def field_value(fields: Mapping[str, Any], field: str) -> Decimal | None:
         return ONE
     value = fields.get(field)
     if isinstance(value, Decimal):
-        return Decimal(value)  # a plain copy: no parse-time text in the state
+        # a plain copy (no parse-time text in the state), from the text it was read from
+        text = getattr(value, "text", None)
+        return Decimal(value) if text is None else decimal_of_text(text)
     if isinstance(value, int) and not isinstance(value, bool):
         return Decimal(value)
     return None

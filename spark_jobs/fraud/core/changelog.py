@@ -11,6 +11,15 @@ replays to the same store because the other window operations only remove window
 present at the end and put gets its final value, one present and not put was neither put nor
 removed, and one removed after its last put is removed by the replayed removal.
 
+A window the engine only appended to in place (`put_appended`, nearly every repeat visit of a
+key) is not put: its change since the log last took it is taken at once, while the window is
+in cache, into a column change (WindowDeltas) that goes into the log before the next removal
+of any window, else ahead of the puts at the end. Looking the window up again in the store and
+in the put windows, and visiting it when the log is taken, cost a tenth of an engine's work
+(BENCHMARKS.md, twelfth session). Each delta is relative to what the log held of the window
+when it was taken, so the deltas of one window chain in log order, and a put of it later in
+the batch logs only what changed after them.
+
 Between two takes, windows change only through put_window, delete_window,
 delete_rule_windows and clear_windows; so `apply_changes` and `restore`, which write the
 dicts directly, are for a store with nothing pending (a new one, or one just taken).
@@ -50,6 +59,7 @@ class LoggedStore(MemoryStore):
         # logged as one change, a tuple per id costing as much to pickle as to evaluate
         self._seen_ids: list[str] = []
         self._seen_times: list[int] = []
+        self._appended = WindowDeltas()  # put_appended's deltas not yet in the log
 
     def get_window(self, rule_id: int, key: str) -> Any | None:
         keys = self.by_rule.get(rule_id)
@@ -67,21 +77,48 @@ class LoggedStore(MemoryStore):
             dirty = self._dirty[rule_id] = {}
         dirty[key] = window
 
+    def put_appended(self, rule_id: int, key: str, window: Any) -> None:
+        """The window stored under (rule_id, key), changed in place: its delta is logged now
+        (module docstring); one the log must take whole is put as any other."""
+        delta = window.take_log_delta() if type(window) is ExactWindow else None
+        if delta is None:
+            if type(window) is ExactWindow:
+                window.forget_logged()  # taking it marked it logged: whole, as before
+            self.put_window(rule_id, key, window)
+            return
+        cut, times, values = delta  # WindowDeltas.add, inlined: this runs for most appends
+        appended = self._appended
+        appended.rule_ids.append(rule_id)
+        appended.keys.append(key)
+        appended.lengths.append(len(times))
+        appended.times.extend(times)
+        appended.values.extend(values)
+        appended.cuts.append(cut)
+
+    def _log_appended(self) -> None:
+        """put_appended's deltas so far, as one change (before one that removes a window)."""
+        if self._appended.keys:
+            self._log.append((_EXTEND_WINDOWS, *self._appended.packed()))
+            self._appended = WindowDeltas()
+
     def delete_window(self, rule_id: int, key: str) -> None:
         super().delete_window(rule_id, key)
         dirty = self._dirty.get(rule_id)
         if dirty is not None:
             dirty.pop(key, None)
+        self._log_appended()
         self._log.append((_DELETE_WINDOW, rule_id, key))
 
     def delete_rule_windows(self, rule_id: int) -> None:
         super().delete_rule_windows(rule_id)
         self._dirty.pop(rule_id, None)
+        self._log_appended()
         self._log.append((_DELETE_RULE, rule_id))
 
     def clear_windows(self) -> None:
         super().clear_windows()
         self._dirty.clear()
+        self._log_appended()
         self._log.append((_CLEAR,))
 
     def put_seen(self, transaction_id: str, event_time: int) -> None:
@@ -109,7 +146,8 @@ class LoggedStore(MemoryStore):
         self._log_seen()
         log, self._log = self._log, []
         dirty, self._dirty = self._dirty, {}
-        exact, deltas = ExactWindows(), WindowDeltas()
+        # the put windows' deltas after put_appended's: a window's deltas chain in that order
+        exact, deltas, self._appended = ExactWindows(), self._appended, WindowDeltas()
         # the appends of ExactWindows and WindowDeltas bound once: this loop visits every
         # window put since the last time, most of them new keys' one-entry windows, and
         # method calls per window were a third of its cost (BENCHMARKS.md)
@@ -139,7 +177,7 @@ class LoggedStore(MemoryStore):
                         exact_length(len(times))
                         exact_times(times)
                         exact_values(values)
-                    else:  # its changes since the last take
+                    elif delta[0] or delta[1]:  # its changes since the last take
                         cut, times, values = delta
                         delta_rule(rule_id)
                         delta_key(key)

@@ -243,7 +243,10 @@ class FraudEngine:
                watermark_ms: int, now_ms: int) -> list[Output]:
         store, fields, event_time = self.store, transaction.fields, transaction.event_time
         get_window, put_window, load = store.get_window, store.put_window, self._load_window
+        put_appended = store.put_appended
         earliest, retention_ms = self.retention.earliest, self._retention
+        # the oldest window end still evaluated: one for every rule unless one was widened
+        floor = None if self.retention.widened else watermark_ms - retention_ms
         schedule = self._schedule
         outputs: list[Output] = []
         keys: dict[tuple[str, ...], str] = {}
@@ -297,19 +300,20 @@ class FraudEngine:
                 put_window(rule_id, key, stored)
                 continue
             if value is not None and type(state) is ExactWindow:  # the repeat path, in one call
+                oldest = earliest(rule_id, window_ms, watermark_ms) if floor is None else floor
                 result = state.append_aggregate(
-                    event_time, value, text, earliest(rule_id, window_ms, watermark_ms) - window_ms,
-                    window_ms, rule.aggregator if alerting else None, rule.counted)
+                    event_time, value, text, oldest - window_ms, window_ms,
+                    rule.aggregator if alerting else None, rule.counted)
                 if result is not MISSED:
                     if alerting and rule.passes(result, rule.limit) and self._fire(
                             outputs, rule, key, result, transaction, now_ms):
                         continue
-                    put_window(rule_id, key, state)
+                    put_appended(rule_id, key, state)
                     continue
             window = load(state)
             # trim as we go, so that cleanup() mostly has idle keys left to visit
             trimmed = window.expire(
-                earliest(rule_id, window_ms, watermark_ms), window_ms)
+                earliest(rule_id, window_ms, watermark_ms) if floor is None else floor, window_ms)
             if value is not None:
                 dues = schedule.dues
                 first_end = window.first_end() if dues is not None else None

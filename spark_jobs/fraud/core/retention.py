@@ -36,6 +36,12 @@ class Retention:
         """Whether a transaction may still enter windows (at most the retention behind)."""
         return event_time >= watermark_ms - self.ms
 
+    @property
+    def widened(self) -> bool:
+        """Whether any rule has a horizon (was widened): else `earliest` is the same for
+        every rule, watermark - late retention."""
+        return bool(self._horizons)
+
     def earliest(self, rule_id: int, window_ms: int, watermark_ms: int) -> int:
         """The `earliest_event_time` of Window.expire for this rule: the oldest end of a window
         still to be evaluated, or later when the rule's horizon cuts deeper."""

@@ -16,7 +16,7 @@ from array import array
 from collections.abc import Sequence
 from decimal import Decimal
 
-from spark_jobs.fraud.core.aggregates import EXACT
+from spark_jobs.fraud.core.aggregates import EXACT, decimal_of_text
 
 _UNIT = {e: Decimal((0, (1,), e)) for e in range(-12, 4)}
 _POWERS = [10 ** k for k in range(40)]  # the usual shifts, computed once
@@ -31,7 +31,7 @@ class RunningSums:
     __slots__ = ("base", "exponents", "finest", "finest_base", "head", "prefix", "scale")
 
     def __init__(self, values: Sequence[str]) -> None:
-        decimals = list(map(Decimal, values))
+        decimals = list(map(decimal_of_text, values))
         exponents = [exponent_of(value) for value in decimals]
         scale = max(0, -min(exponents, default=0))
         running, sums, fine, fines = 0, [], 0, []

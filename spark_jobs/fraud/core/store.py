@@ -28,6 +28,12 @@ class WindowStore(Protocol):
 
     def put_window(self, rule_id: int, key: str, window: Any) -> None: ...
 
+    def put_appended(self, rule_id: int, key: str, window: Any) -> None:
+        """put_window of a window this store handed out and the engine only appended to
+        (the repeat path): a store that keeps the object itself may note the appends
+        rather than the window."""
+        ...
+
     def delete_window(self, rule_id: int, key: str) -> None: ...
 
     def windows(self) -> Iterable[tuple[int, str, Any]]:
@@ -81,6 +87,9 @@ class MemoryStore:
 
     def put_window(self, rule_id: int, key: str, window: Any) -> None:
         self.by_rule.setdefault(rule_id, {})[key] = self._in(window)
+
+    def put_appended(self, rule_id: int, key: str, window: Any) -> None:
+        self.put_window(rule_id, key, window)
 
     def delete_window(self, rule_id: int, key: str) -> None:
         keys = self.by_rule.get(rule_id)

@@ -19,6 +19,8 @@ from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any
 
+from spark_jobs.fraud.core.aggregates import decimal_of_text
+
 Pick = Callable[[Sequence[Any]], Any]  # min or max
 
 
@@ -41,7 +43,7 @@ class SuffixExtremes:
         self._first = first  # the first position the candidates cover
         self._length = first  # position the next entry appended gets
         for index in range(first, len(texts)):
-            self.append(Decimal(texts[index]))
+            self.append(decimal_of_text(texts[index]))
 
     def append(self, value: Decimal, text: str | None = None) -> bool:
         """Extend by a value appended at the end (always possible: True); its text is for

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any, Protocol
 
-from spark_jobs.fraud.core.aggregates import Aggregator, of_count
+from spark_jobs.fraud.core.aggregates import Aggregator, decimal_of_text, of_count
 from spark_jobs.fraud.core.bucket_window import BucketWindow
 from spark_jobs.fraud.core.running_sums import RunningSums
 from spark_jobs.fraud.core.suffix_extremes import SuffixExtremes
@@ -209,7 +209,7 @@ class ExactWindow:
                 return accelerated.of_suffix(first)
         if start == end:
             return None
-        return aggregator.of_values(list(map(Decimal, self._values[start:end])))
+        return aggregator.of_values(list(map(decimal_of_text, self._values[start:end])))
 
     def count_in(self, event_time: int, window_ms: int) -> int:
         times = self._times
