@@ -13,8 +13,10 @@ from decimal import Decimal
 
 import pytest
 
+from spark_jobs.fraud.core import engine as engine_module
 from spark_jobs.fraud.core.changelog import LoggedStore
 from spark_jobs.fraud.core.engine import FraudEngine
+from spark_jobs.fraud.core.isolation import apply_rule, apply_transaction
 from spark_jobs.fraud.core.windows import ExactWindow
 from spark_jobs.fraud.jobs.engine_state_files import EngineStateFiles, StateFilesError
 
@@ -457,10 +459,11 @@ def test_windows_appended_in_place_replay_around_puts_and_removals(seed):
                 store.put_window(rule_id, key, stored)
             else:
                 store.delete_window(rule_id, key)
-        elif roll < 0.8:  # a new window: one entry as the engine starts it, or an object
-            entry = (clock, str(rng.randint(1, 99)))
-            store.put_window(rule_id, key, entry if rng.random() < 0.3
-                             else ExactWindow.load(entry))
+        elif roll < 0.8:  # a new window: one entry as the engine starts it, an object, or
+            entry = (clock, str(rng.randint(1, 99)))  # lists (as a replay leaves them)
+            form = rng.random()
+            store.put_window(rule_id, key, entry if form < 0.3 else ExactWindow.load(entry)
+                             if form < 0.8 else ([clock, clock + 1], ["1", "2"]))
         elif roll < 0.88:
             store.delete_window(rule_id, key)
         elif roll < 0.9:
@@ -491,3 +494,61 @@ def test_a_window_the_log_must_take_whole_is_put_not_appended():
     assert [change[0] for change in changes] == ["xws"]
     replica.apply_changes(pickle.dumps(changes))
     assert replica.get_window(1, "a") == ([1, 2, 3, 4], ["1", "2", "3", "4"])
+
+
+def test_an_entry_appended_before_the_message_fails_is_in_the_log(monkeypatch):
+    """A message whose alert raises after its value entered a window is isolated (an
+    `error` dead letter) and the live store keeps the entry: so must the log, or a rebuilt
+    engine would hold a different window from the live one."""
+    store, replica = LoggedStore(), LoggedStore.restore(None)
+    engine = FraudEngine(store)
+    apply_rule(engine, _rule(1, ["payeeId"], "SUM", 10, 250), 0, 0)
+
+    def transaction(i: int) -> str:
+        return json.dumps({"transactionId": i, "eventTime": i * 1000, "payeeId": 1,
+                           "paymentAmount": 100})
+
+    for i in (1, 2):
+        apply_transaction(engine, transaction(i), 0, 0)
+    replica.apply_changes(store.take_changes())
+    apply_transaction(engine, transaction(3), 0, 0)  # the repeat path, logged at once
+
+    def failing_alert(*args: object) -> None:
+        raise RuntimeError("unforeseen")
+
+    monkeypatch.setattr(engine_module, "alert", failing_alert)
+    (output,) = apply_transaction(engine, transaction(4), 0, 0)
+    assert output.kind == "dead_letter"
+    replica.apply_changes(store.take_changes())
+    assert replica.get_window(1, "{payeeId=1}") == store.get_window(1, "{payeeId=1}")
+    assert len(store.get_window(1, "{payeeId=1}")) == 4
+
+
+def test_a_copy_brought_forward_past_a_widening_reads_the_new_horizon():
+    """Copies taking turns (the spark mode): a copy that replays another's widening of a
+    rule must evaluate with the horizon it noted, as an engine that never stopped does."""
+    def rule(minutes: int) -> str:
+        return json.dumps({"ruleId": 1, "ruleState": "ACTIVE", "groupingKeyNames": ["payeeId"],
+                           "aggregateFieldName": "paymentAmount",
+                           "aggregatorFunctionType": "SUM", "limitOperatorType": ">",
+                           "limit": 150, "windowMinutes": minutes})
+
+    def transaction(i: int, t: int) -> str:
+        return json.dumps({"transactionId": i, "eventTime": t, "payeeId": 1,
+                           "paymentAmount": 100})
+
+    reference = FraudEngine(LoggedStore(), late_retention_ms=0)
+    a_store, b_store = LoggedStore(), LoggedStore()
+    a = FraudEngine(a_store, late_retention_ms=0)
+    b = FraudEngine(b_store, late_retention_ms=0)
+    for engine in (reference, b):  # batch 0 on B
+        engine.on_rule(rule(1), 0, 0)
+        engine.on_transaction(transaction(1, 0), 0, 0)
+    a_store.apply_changes(b_store.take_changes())
+    a.caught_up(set())
+    for engine in (reference, a):  # batch 1 on A: the window widened at watermark 70 s
+        engine.on_rule(rule(5), 0, 70_000)
+    b_store.apply_changes(a_store.take_changes())
+    b.caught_up(set())
+    expected = [o.value for o in reference.on_transaction(transaction(2, 70_000), 70_000, 0)]
+    assert [o.value for o in b.on_transaction(transaction(2, 70_000), 70_000, 0)] == expected

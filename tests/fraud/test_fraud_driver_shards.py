@@ -8,6 +8,7 @@ import json
 import random
 from collections import Counter
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
@@ -432,6 +433,44 @@ def test_an_engine_process_s_alerts_are_sent_and_a_refused_one_becomes_a_dead_le
     sent = [(m.key, m.value) for m in read_all(kafka, topic)]
     assert sent == [(f"{rows[i]['rule_id']}:{rows[i]['transaction_id']}".encode(),
                      rows[i]["value"].encode()) for i in alerts if i != too_large]
+
+
+def test_the_driver_s_own_shard_sends_alerts_as_found_and_a_refused_one_is_a_dead_letter(
+        kafka, tmp_path):
+    """The shard evaluated in the driver's process sends each alert the moment it is found
+    (publish_found); one the topic refuses at once (a transaction echoed in full makes its
+    alert too large) is its cause's `error` dead letter in the batch's outputs, and every
+    other row is as the same batch evaluates without sending."""
+    padded = json.dumps({"transactionId": 99, "eventTime": 1_000_500, "payeeId": 1,
+                         "paymentAmount": 80, "note": "x" * REFUSAL_LIMIT}).encode()
+    rows = [(KIND_RULE, 1_000_000, _rule(1, limit=10))] + [
+        (KIND_TRANSACTION, 1_000_001 + i, json.dumps({
+            "transactionId": i, "eventTime": 1_000_000 + i, "payeeId": 1,
+            "paymentAmount": 20}).encode()) for i in range(3)] + [
+        (KIND_TRANSACTION, 1_000_600, padded)]
+    expected, _ = evaluate_batch(FraudEngine(MemoryStore()), _table(rows, 0), 1_000_000,
+                                 now_ms=0)
+    topic = f"alerts_{tmp_path.name}"
+    ensure_topics(kafka, [topic], 1)
+    publisher = RefusingPublisher(make_producer(kafka, **{"message.max.bytes": REFUSAL_LIMIT}),
+                                  topic)
+
+    outputs, _ = evaluate_batch(FraudEngine(MemoryStore()), _table(rows, 0), 1_000_000,
+                                on_alert=partial(fraud_driver.publish_found, publisher),
+                                now_ms=0)
+
+    assert publisher.flush() == []
+    found, published = expected.to_pylist(), outputs.to_pylist()
+    alerts = [i for i, row in enumerate(found) if row["kind"] == "alert"]
+    assert len(alerts) == 4 and found[alerts[-1]]["transaction_id"] == "99"
+    refused = published[alerts[-1]]
+    assert refused["kind"] == "dead_letter" and refused["reason"] == "error"
+    assert refused["value"] is None and refused["offset"] == found[alerts[-1]]["offset"]
+    assert "MSG_SIZE_TOO_LARGE" in refused["detail"] and topic in refused["detail"]
+    assert published[:alerts[-1]] == found[:alerts[-1]]
+    sent = [(m.key, m.value) for m in read_all(kafka, topic)]
+    assert sent == [(f"1:{found[i]['transaction_id']}".encode(), found[i]["value"].encode())
+                    for i in alerts[:-1]]
 
 
 def test_outputs_without_alerts_are_handed_on_as_they_are():

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from spark_jobs.fraud.core.engine import FraudEngine, MemoryStore, Output
+from spark_jobs.fraud.core.outputs import json_string
 from spark_jobs.fraud.core.windows import ExactWindow, exact_entries, window_size
 
 MIN = 60_000
@@ -696,3 +697,23 @@ def test_running_sums_of_amounts_with_positive_exponents_read_like_the_plain_sum
     for aggregator in (Aggregator.SUM, Aggregator.AVG):
         got, expected = window.aggregate(aggregator, 19, 100), aggregate(aggregator, values)
         assert (str(got), got) == (str(expected), expected)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_grouping_key_is_written_as_json_writes_it(seed):
+    """The alert's groupingKey without json.dumps when it needs no escape: the same text
+    for keys with quotes, backslashes, controls, separators, surrogates, any plane."""
+    rng = random.Random(seed)
+    ranges = [(0x20, 0x7E), (0x00, 0x1F), (0x7F, 0xFF), (0x2028, 0x2029), (0xD800, 0xDFFF),
+              (0x100, 0xFFFF), (0x10000, 0x10FFFF)]
+    specials = ['"', "\\", "=", ";", "{", "}", " ", "\u00a0", "\ufeff"]
+    for _ in range(3_000):
+        parts = []
+        for _ in range(rng.randint(0, 12)):
+            if rng.random() < 0.2:
+                parts.append(rng.choice(specials))
+            else:
+                low, high = rng.choice(ranges[:1] * 6 + ranges)
+                parts.append(chr(rng.randint(low, high)))
+        key = "{payeeId=" + "".join(parts) + "}"
+        assert json_string(key) == json.dumps(key, ensure_ascii=False), repr(key)

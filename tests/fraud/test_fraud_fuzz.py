@@ -17,7 +17,12 @@ from spark_jobs.contracts.reasons import DEAD_LETTER_REASONS, DUPLICATE
 from spark_jobs.contracts.topics import TOPIC_TRANSACTIONS
 from spark_jobs.fraud.core.engine import FraudEngine, MemoryStore
 from spark_jobs.fraud.core.keys import TransactionError, parse_transaction
-from spark_jobs.fraud.core.output_rows import ARROW_OUTPUT_SCHEMA, output_fields
+from spark_jobs.fraud.core.output_rows import (
+    ARROW_OUTPUT_SCHEMA,
+    output_fields,
+    output_table,
+    output_values,
+)
 from spark_jobs.fraud.core.outputs import MAX_DETAIL_CHARS, MAX_ECHO_BYTES, MAX_OUTPUT_BYTES
 from spark_jobs.fraud.core.rules import RuleError, parse_rule
 from spark_jobs.fraud.jobs.engine_host import InputRow
@@ -56,8 +61,10 @@ def well_formed(outputs: list[Any]) -> None:
             assert output.data["reason"] == DUPLICATE
         if output.kind in {"alert", "rule_error", "current_rule"}:
             json.loads(output.value)
-    pa.Table.from_pylist([output_fields(0, o, SOURCE) for o in outputs],
-                         schema=ARROW_OUTPUT_SCHEMA)
+    by_row = pa.Table.from_pylist([output_fields(0, o, SOURCE) for o in outputs],
+                                  schema=ARROW_OUTPUT_SCHEMA)
+    # the job's conversion, column by column, makes the very same table
+    assert output_table([output_values(0, o, SOURCE) for o in outputs]).equals(by_row)
 
 
 @FUZZ

@@ -20,6 +20,8 @@ from spark_jobs.fraud.core.output_rows import (
     KIND_RULE,
     KIND_TRANSACTION,
     output_fields,
+    output_table,
+    output_values,
 )
 from spark_jobs.fraud.core.outputs import MAX_ECHO_BYTES, MAX_OUTPUT_BYTES
 from spark_jobs.fraud.core.rules import MAX_RULE_BYTES, RuleError, parse_rule
@@ -52,8 +54,10 @@ def encodable(outputs: list[Any]) -> None:
     for output in outputs:
         output.value.encode("utf-8")
     source = InputRow(KIND_TRANSACTION, b"", TOPIC_TRANSACTIONS, 0, 0, 0, None)
-    pa.Table.from_pylist([output_fields(0, o, source) for o in outputs],
-                         schema=ARROW_OUTPUT_SCHEMA)
+    by_row = pa.Table.from_pylist([output_fields(0, o, source) for o in outputs],
+                                  schema=ARROW_OUTPUT_SCHEMA)
+    # the job's conversion, column by column, makes the very same table
+    assert output_table([output_values(0, o, source) for o in outputs]).equals(by_row)
 
 
 @pytest.mark.parametrize(("label", "message", "reason"), HOSTILE_TRANSACTIONS,

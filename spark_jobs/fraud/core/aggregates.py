@@ -40,7 +40,7 @@ _COUNTS = tuple(Decimal(count) for count in range(4096))
 
 def count_decimal(count: int) -> Decimal:
     """Decimal(count) of a count (>= 0)."""
-    return _COUNTS[count] if count < len(_COUNTS) else Decimal(count)
+    return _COUNTS[count] if 0 <= count < len(_COUNTS) else Decimal(count)
 
 
 class DecimalsOfText(dict[str, Decimal]):

@@ -14,13 +14,13 @@ removed, and one removed after its last put is removed by the replayed removal.
 A window the engine only appended to in place (`put_appended`, nearly every repeat visit of a
 key) is not put: its change since the log last took it is taken at once, while the window is
 in cache, into a column change (WindowDeltas) that goes into the log before the next removal
-of any window, else ahead of the puts at the end. Looking the window up again in the store and
+of any window, else ahead of the windows put. Looking the window up again in the store and
 in the put windows, and visiting it when the log is taken, cost a tenth of an engine's work
 (BENCHMARKS.md, twelfth session). Each delta is relative to what the log held of the window
 when it was taken, so the deltas of one window chain in log order, and a put of it later in
 the batch logs only what changed after them.
 
-Between two takes, windows change only through put_window, delete_window,
+Between two takes, windows change only through put_window, put_appended, delete_window,
 delete_rule_windows and clear_windows; so `apply_changes` and `restore`, which write the
 dicts directly, are for a store with nothing pending (a new one, or one just taken).
 """
@@ -144,10 +144,10 @@ class LoggedStore(MemoryStore):
     def take_changes(self) -> bytes:
         """The changes since the last call, serialised (values as they are now)."""
         self._log_seen()
+        self._log_appended()  # before the windows put: a window's deltas chain in log order
         log, self._log = self._log, []
         dirty, self._dirty = self._dirty, {}
-        # the put windows' deltas after put_appended's: a window's deltas chain in that order
-        exact, deltas, self._appended = ExactWindows(), self._appended, WindowDeltas()
+        exact, deltas = ExactWindows(), WindowDeltas()
         # the appends of ExactWindows and WindowDeltas bound once: this loop visits every
         # window put since the last time, most of them new keys' one-entry windows, and
         # method calls per window were a third of its cost (BENCHMARKS.md)

@@ -130,6 +130,7 @@ class FraudEngine:
         isolation.py): the rules as last saved, and a full clean-up scan at the next timer
         (the in-memory clean-up index may have missed a change)."""
         self._records = dict(self.store.get_meta(RULES) or {})
+        self.retention.reload()
         self._schedule.reload()
         self._refresh_rules()
         self._schedule.rescan()
@@ -139,6 +140,7 @@ class FraudEngine:
         mode's copies of a shard): read its rules and clocks again, and index the `windows`
         the replay put for clean-up (a rule change since: clean up by a full scan)."""
         records = dict(self.store.get_meta(RULES) or {})
+        self.retention.reload()  # a widening the other engine applied
         self._schedule.reload()
         if records != self._records:
             self._records = records
@@ -305,10 +307,11 @@ class FraudEngine:
                     event_time, value, text, oldest - window_ms, window_ms,
                     rule.aggregator if alerting else None, rule.counted)
                 if result is not MISSED:
-                    if alerting and rule.passes(result, rule.limit) and self._fire(
-                            outputs, rule, key, result, transaction, now_ms):
-                        continue
+                    # logged before anything else can raise: a message that fails is
+                    # isolated (isolation.py), and the store keeps the entry appended
                     put_appended(rule_id, key, state)
+                    if alerting and rule.passes(result, rule.limit):
+                        self._fire(outputs, rule, key, result, transaction, now_ms)
                     continue
             window = load(state)
             # trim as we go, so that cleanup() mostly has idle keys left to visit

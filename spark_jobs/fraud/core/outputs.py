@@ -24,9 +24,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from spark_jobs.contracts.reasons import ERROR
 from spark_jobs.fraud.core.keys import Transaction, json_text
@@ -40,15 +39,23 @@ MAX_OUTPUT_BYTES = 256 * 1024  # of an alert (key and value): a quarter of a bro
 MAX_DETAIL_CHARS = 2_000  # of an error or dead-letter detail
 
 
-@dataclass(frozen=True, slots=True)
-class Output:
+class Output(NamedTuple):
     """One message: kind says the topic/table (alerts, rule_errors, current_rules, dead
     letters), value is the JSON text to publish (a dead letter's value is the received text),
-    data the same content as Python data."""
+    data the same content as Python data. A tuple: made at half the cost of a frozen
+    dataclass, for every alert."""
 
     kind: OutputKind
     value: str
     data: Mapping[str, Any]
+
+
+def json_string(text: str) -> str:
+    """json.dumps(text, ensure_ascii=False): a grouping key in every alert, nearly always
+    printable text without quotes or backslashes, which JSON writes as it is."""
+    if text.isprintable() and '"' not in text and "\\" not in text:
+        return '"' + text + '"'
+    return json.dumps(text, ensure_ascii=False)
 
 
 def number_text(number: Decimal) -> str:
@@ -105,7 +112,7 @@ def alert(
     if received > MAX_ECHO_BYTES:
         event = truncated_event(transaction, rule, received)
     value = (
-        f'{{"ruleId":{rule.rule_id},"groupingKey":{json.dumps(key, ensure_ascii=False)},'
+        f'{{"ruleId":{rule.rule_id},"groupingKey":{json_string(key)},'
         f'"aggregate":{number_text(aggregate)},"limit":{number_text(rule.limit)},'
         f'"triggeringEvent":{event},"alertTime":{alert_time_ms}}}'
     )

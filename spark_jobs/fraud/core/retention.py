@@ -30,7 +30,12 @@ class Retention:
     def __init__(self, store: WindowStore, late_retention_ms: int) -> None:
         self.store = store
         self.ms = max(late_retention_ms, 0)
-        self._horizons: dict[int, int] = dict(store.get_meta(HORIZONS) or {})
+        self._horizons: dict[int, int] = {}
+        self.reload()
+
+    def reload(self) -> None:
+        """Read the horizons from the store again (it was changed by a replay)."""
+        self._horizons = dict(self.store.get_meta(HORIZONS) or {})
 
     def admits(self, event_time: int, watermark_ms: int) -> bool:
         """Whether a transaction may still enter windows (at most the retention behind)."""

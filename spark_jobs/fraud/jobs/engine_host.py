@@ -32,11 +32,7 @@ import pyarrow.compute as pc
 from spark_jobs.fraud.core.changelog import LoggedStore
 from spark_jobs.fraud.core.engine import FraudEngine
 from spark_jobs.fraud.core.isolation import apply_message
-from spark_jobs.fraud.core.output_rows import (
-    ARROW_OUTPUT_SCHEMA,
-    KIND_RULE,
-    output_fields,
-)
+from spark_jobs.fraud.core.output_rows import KIND_RULE, output_table, output_values
 from spark_jobs.fraud.core.rule_routing import for_shard
 from spark_jobs.fraud.jobs.background_snapshots import BackgroundSnapshots
 from spark_jobs.fraud.jobs.engine_state_files import EngineStateFiles
@@ -46,9 +42,10 @@ from spark_jobs.streaming.future_rows import FUTURE_COLUMN
 if TYPE_CHECKING:  # an engine process imports no more than evaluation needs (start-up)
     from spark_jobs.settings import Settings
 
-# Called with the batch's output rows so far and the index of an alert just found: the driver
-# publishes it at once (and may turn the row into a dead letter if the topic refuses it).
-OnAlert = Callable[[list[dict[str, Any]], int], None]
+# Called with the batch's output rows so far (output_values tuples) and the index of an alert
+# just found: the driver publishes it at once (and may turn the row into a dead letter if the
+# topic refuses it).
+OnAlert = Callable[[list[tuple[Any, ...]], int], None]
 
 DRIVER_SHARD = 0  # the shard of a single engine (the shadow recomputation's)
 # change-file bytes a snapshot waits for at least: change files replay at ~21 MB/s on a 2-core
@@ -122,19 +119,18 @@ def evaluate_batch(engine: FraudEngine, table: pa.Table, watermark: int,
     alert also goes to `on_alert` the moment it is found, not after the whole batch."""
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     limit = engine.max_message_bytes  # the rule's owner is decided as the engine parses it
-    found: list[dict[str, Any]] = []
+    found: list[tuple[Any, ...]] = []
     for row in input_rows_of(table):
         if shards > 1 and row.kind == KIND_RULE and not for_shard(row.value, shard, shards,
                                                                    limit):
             continue
         for output in apply_message(engine, row, watermark, now_ms):
-            found.append(output_fields(shard, output, row))
+            found.append(output_values(shard, output, row))
             if on_alert is not None and output.kind == "alert":
                 on_alert(found, len(found) - 1)
     if cleanup_at is not None and watermark >= cleanup_at:
         engine.cleanup(watermark)
-    outputs = pa.Table.from_pylist(found, schema=ARROW_OUTPUT_SCHEMA)
-    return outputs, engine.next_cleanup_ms(watermark)
+    return output_table(found), engine.next_cleanup_ms(watermark)
 
 
 class EngineHost:

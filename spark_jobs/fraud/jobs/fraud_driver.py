@@ -43,6 +43,15 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 
 from spark_jobs.contracts.topics import TOPIC_FRAUD_ALERTS
+from spark_jobs.fraud.core.output_rows import (
+    OFFSET,
+    OUTPUT_NAMES,
+    PARTITION,
+    RULE_ID,
+    TOPIC,
+    TRANSACTION_ID,
+    VALUE,
+)
 from spark_jobs.fraud.jobs.alerts_sink import NAME, FraudAlertsSink, alert_key, refused_row
 from spark_jobs.fraud.jobs.engine_host import EngineHost, HostSpec
 from spark_jobs.fraud.jobs.engine_process import EngineProcess, EngineProcessError
@@ -272,13 +281,15 @@ def _log_failure(running: Future[None]) -> None:
         LOG.error("a fraud_rules batch failed in the background: %s", failure)
 
 
-def publish_found(alerts: RefusingPublisher, rows: list[dict[str, Any]], index: int) -> None:
-    """Send the alert row `rows[index]`; a refused one becomes its `error` dead letter."""
+def publish_found(alerts: RefusingPublisher, rows: list[tuple[Any, ...]], index: int) -> None:
+    """Send the alert row `rows[index]` (output_values); a refused one becomes its `error`
+    dead letter."""
     row = rows[index]
-    error = _send(alerts, row["value"], row["rule_id"], row["transaction_id"], row["topic"],
-                  row["partition"], row["offset"])
+    error = _send(alerts, row[VALUE], row[RULE_ID], row[TRANSACTION_ID], row[TOPIC],
+                  row[PARTITION], row[OFFSET])
     if error is not None:
-        rows[index] = refused_row(row, alerts.topic, error)
+        refused = refused_row(dict(zip(OUTPUT_NAMES, row, strict=True)), alerts.topic, error)
+        rows[index] = tuple(refused[name] for name in OUTPUT_NAMES)
 
 
 def _send(alerts: RefusingPublisher, value: str, rule_id: int | None,
