@@ -47,7 +47,7 @@ class DecimalsOfText(dict[str, Decimal]):
     """Decimal(text) of the value texts windows hold, each made once while it is in use:
     a short window's aggregate reads its entries back as Decimals at every transaction of its
     key, and the amounts repeat (cents of a few hundred units). Decimals are immutable, so
-    sharing one is exact. It stays bounded (~9 MB) whatever the traffic: a text longer than
+    sharing one is exact. It stays bounded (~15 MB) whatever the traffic: a text longer than
     `longest` (a hostile amount can be thousands of digits) is made each time, not kept, and
     at `limit` entries the table starts again."""
 

@@ -15,10 +15,10 @@ A window the engine only appended to in place (`put_appended`, nearly every repe
 key) is not put: its change since the log last took it is taken at once, while the window is
 in cache, into a column change (WindowDeltas) that goes into the log before the next removal
 of any window, else ahead of the windows put. Looking the window up again in the store and
-in the put windows, and visiting it when the log is taken, cost a tenth of an engine's work
-(BENCHMARKS.md, twelfth session). Each delta is relative to what the log held of the window
-when it was taken, so the deltas of one window chain in log order, and a put of it later in
-the batch logs only what changed after them.
+in the put windows, and visiting it again when the log is taken (by then out of cache), cost
+a few per cent of an engine's CPU (BENCHMARKS.md, twelfth session). Each delta is relative
+to what the log held of the window when it was taken, so the deltas of one window chain in
+log order, and a put of it later in the batch logs only what changed after them.
 
 Between two takes, windows change only through put_window, put_appended, delete_window,
 delete_rule_windows and clear_windows; so `apply_changes` and `restore`, which write the
