@@ -77,7 +77,8 @@ class BatchOutputs:
         self._producer: Producer | None = None
         self._app_id: str | None = None
         self._compactor: threading.Thread | None = None
-        self._tables = OpenTables()  # kept between batches: each write reads new commits only
+        # kept between batches: each write reads new commits only, and the log stays short
+        self._tables = OpenTables(settings.maintenance.log_retention_ms)
 
     @property
     def app_id(self) -> str:

@@ -26,7 +26,11 @@ ROCKSDB_PROVIDER = (
 # the experiment pipeline and fraud_rules up by a tenth or more (BENCHMARKS.md, "the JIT at its
 # first tier"). With cores to spare, options of one's own (spark.conf
 # spark.driver.extraJavaOptions / spark.executor.extraJavaOptions, even "") replace these.
-JIT_OPTIONS = "-XX:TieredStopAtLevel=1"
+# At the first tier alone the JVM reserves only 48 MB for compiled code (the tiered default is
+# 240 MB): one query's code settles at ~40 MB, and several queries in one JVM (the demo, the
+# pipeline, a test session) filled it, after which the JIT stops and every later query's code
+# stays interpreted (BENCHMARKS.md, thirteenth session).
+JIT_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 
 BASE_CONF: dict[str, str] = {
     # The checkpoint fixes the shuffle width; with Spark's 200 every stateful micro-batch

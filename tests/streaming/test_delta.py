@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from spark_jobs.streaming.lake.delta import (
     transaction_version,
     vacuum,
 )
+from spark_jobs.streaming.lake.open_tables import LOG_RETENTION, log_retention_text
 
 pytestmark = pytest.mark.integration
 
@@ -186,6 +188,44 @@ def test_open_tables_see_every_commit_made_since_their_last_write(uri):
     assert merge_once(uri, batch([1], "a2"), ["k"], "merger", 0, tables=tables)
     assert not merge_once(uri, batch([1], "a3"), ["k"], "merger", 0, tables=tables)
     assert rows(uri) == [(1, "a2"), (2, "b"), (3, "c"), (4, "d"), (9, "z")]
+
+
+def _log_files(uri: str) -> list[str]:
+    return sorted(p.name for p in (Path(uri) / "_delta_log").iterdir() if p.suffix == ".json")
+
+
+def test_a_sinks_open_tables_keep_the_log_short(uri):
+    """Every commit file stays 30 days by default and delta-rs lists them all at each
+    write: a sink's tables keep theirs `log_retention` long instead. delta-rs writes a log
+    checkpoint every 100 commits and then deletes the expired commits before the previous
+    one. Nothing is lost: the rows, the app transactions and a fresh reader see every batch."""
+    assert append_once(uri, batch([0], "old"), "job", 0)  # a table of an older release
+    assert LOG_RETENTION not in DeltaTable(uri).metadata().configuration
+    tables = OpenTables(log_retention_ms=1000)
+    for batch_id in range(1, 60):
+        assert append_once(uri, batch([batch_id], "v"), "job", batch_id, tables=tables)
+    assert DeltaTable(uri).metadata().configuration[LOG_RETENTION] == "interval 1 seconds"
+    before = _log_files(uri)
+    time.sleep(1.5)  # every commit so far expires
+    for batch_id in range(60, 210):  # two log checkpoints: the first 100 commits can go
+        assert append_once(uri, batch([batch_id], "v"), "job", batch_id, tables=tables)
+    after = _log_files(uri)
+    assert not set(before) & set(after), "commits older than the retention stay in the log"
+    assert len(after) <= 115
+    fresh = DeltaTable(uri)
+    assert fresh.transaction_version("job") == 209
+    assert rows(uri) == [(0, "old"), *((k, "v") for k in range(1, 210))]
+    version = fresh.version()
+    assert OpenTables(log_retention_ms=1000).latest(uri).version() == version  # set once
+
+
+def test_open_tables_without_a_retention_leave_the_log_alone(uri):
+    tables = OpenTables()
+    assert append_once(uri, batch([1], "a"), "job", 0, tables=tables)
+    assert append_once(uri, batch([2], "b"), "job", 1, tables=tables)
+    assert LOG_RETENTION not in DeltaTable(uri).metadata().configuration
+    assert log_retention_text(120_000) == "interval 120 seconds"
+    assert log_retention_text(1) == "interval 1 seconds"
 
 
 def test_a_failed_write_reads_its_table_anew(uri):

@@ -192,7 +192,8 @@ class MetricsSink(BatchSink[pa.Table]):
             self.windows = self._resume()
         if self.live is None:
             self.live = LiveTable(self.settings.lake.table(TABLE_PROVISIONAL_METRICS),
-                                  self.outputs.app_id, self.settings.experiments)
+                                  self.outputs.app_id, self.settings.experiments,
+                                  self.settings.maintenance.log_retention_ms)
         watermark = batch_watermark_ms(self.checkpoint, batch_id)
         self.live.commit(deltas_of(table, "provisional"), watermark, batch_id)
         rows = self.windows.apply(deltas_of(table), watermark)

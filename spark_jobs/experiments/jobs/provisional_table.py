@@ -61,13 +61,14 @@ class LiveTable:
     """The provisional table of one lineage: totals resumed at the first batch, then each
     batch's provisional deltas folded in and every open group upserted once."""
 
-    def __init__(self, table_uri: str, app_id: str, experiments: ExperimentSettings) -> None:
+    def __init__(self, table_uri: str, app_id: str, experiments: ExperimentSettings,
+                 log_retention_ms: int | None = None) -> None:
         self.table_uri = table_uri
         self.app_id = app_id
         self.experiments = experiments
         self.totals: ProvisionalTotals | None = None
         self.done: int | None = None  # the last batch the table held at resume
-        self.tables = OpenTables()  # the table kept open between batches
+        self.tables = OpenTables(log_retention_ms)  # kept open between batches, a short log
 
     def _resume(self) -> ProvisionalTotals:
         experiments = self.experiments

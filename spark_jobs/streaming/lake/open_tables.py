@@ -3,6 +3,15 @@
 Loading a table replays its log from the last checkpoint; a streaming sink that writes every
 few hundred milliseconds keeps its tables open instead and reads only the commits since its
 last write (BENCHMARKS.md 2026-11-29).
+
+A streaming sink commits every micro-batch, and Delta keeps every commit file for 30 days by
+default. delta-rs lists the whole `_delta_log` folder at each write, so an append got slower
+with every commit the table ever had: `fraud_alerts` went from 12 to 76 ms in five minutes at
+1,000 transactions/s, and a job on a 10 s trigger would have paid ~90 ms more per day
+(BENCHMARKS.md, thirteenth session). A sink's open tables therefore keep their log short
+(`maintenance.log_retention`): delta-rs deletes older commit files when it writes a log
+checkpoint (every 100 commits). Nothing here reads an older version of a table, and the data
+files themselves stay until VACUUM.
 """
 
 from __future__ import annotations
@@ -14,6 +23,12 @@ from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError, TableNotFoundError
 
 _T = TypeVar("_T")
+LOG_RETENTION = "delta.logRetentionDuration"
+
+
+def log_retention_text(retention_ms: int) -> str:
+    """Delta's interval text of a retention, in whole seconds (at least one)."""
+    return f"interval {max(1, -(-retention_ms // 1000))} seconds"
 
 
 def load_table(table_uri: str) -> DeltaTable | None:
@@ -29,10 +44,13 @@ class OpenTables:
     version by reading only the commits since the last batch. Loading a table replays its
     log from the last checkpoint (up to 100 commits): ~30 ms per batch for `fraud_alerts`
     at six commits a second, over a quarter of its sink (BENCHMARKS.md 2026-11-29).
-    One writer's: not shared between threads."""
+    One writer's: not shared between threads. With `log_retention_ms`, each table it opens
+    keeps its log commits that long (module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, log_retention_ms: int | None = None) -> None:
         self._open: dict[str, DeltaTable] = {}
+        self._retention = (None if log_retention_ms is None
+                           else log_retention_text(log_retention_ms))
 
     def latest(self, table_uri: str) -> DeltaTable | None:
         """The table at its newest version, or None when there is none yet."""
@@ -45,8 +63,19 @@ class OpenTables:
                 del self._open[table_uri]
         table = load_table(table_uri)
         if table is not None:
+            self._bound_log(table)
             self._open[table_uri] = table
         return table
+
+    def _bound_log(self, table: DeltaTable) -> None:
+        """Give the table the log retention, once (a table of an older release, or one this
+        writer just created). A concurrent writer's commit makes this raise a conflict, which
+        the caller's commit retries handle (delta.with_commit_retries)."""
+        retention = self._retention
+        if retention is None or table.metadata().configuration.get(LOG_RETENTION) == retention:
+            return
+        table.alter.set_table_properties({LOG_RETENTION: retention})
+        table.update_incremental()
 
     def forget(self, table_uri: str) -> None:
         """Read the table anew next time (after a failed write left it in doubt)."""
