@@ -102,17 +102,23 @@ def test_merge_once_last_row_of_a_key_wins_within_a_batch(uri):
     assert rows(other) == [(1, "last"), (2, "last")]
 
 
-def test_insert_new_once_never_rewrites_a_key_and_skips_a_replay(uri):
+@pytest.mark.parametrize("kept_open", [False, True], ids=["loaded", "kept-open"])
+def test_insert_new_once_never_rewrites_a_key_and_skips_a_replay(uri, kept_open):
+    """The same with the table loaded for each write and kept open between them (a sink's)."""
+    tables = OpenTables(log_retention_ms=60_000) if kept_open else None
     data = pa.concat_tables([batch([1, 2], "first"), batch([2], "again")])
-    assert insert_new_once(uri, data, ["k"], "s", 0)  # creates the table; first row wins
+    # creates the table; the first row of a key wins
+    assert insert_new_once(uri, data, ["k"], "s", 0, tables=tables)
     assert rows(uri) == [(1, "first"), (2, "first")]
-    assert insert_new_once(uri, batch([2, 3], "later"), ["k"], "s", 1)
+    assert insert_new_once(uri, batch([2, 3], "later"), ["k"], "s", 1, tables=tables)
     assert rows(uri) == [(1, "first"), (2, "first"), (3, "later")], "a redelivery adds nothing"
-    assert not insert_new_once(uri, batch([4], "replay"), ["k"], "s", 1)
-    assert insert_new_once(uri, batch([], "none"), ["k"], "s", 2)  # the empty batch's marker
+    assert not insert_new_once(uri, batch([4], "replay"), ["k"], "s", 1, tables=tables)
+    # the empty batch's marker
+    assert insert_new_once(uri, batch([], "none"), ["k"], "s", 2, tables=tables)
     assert rows(uri) == [(1, "first"), (2, "first"), (3, "later")]
     assert transaction_version(uri, "s") == 2
-    assert insert_new_once(uri, batch([1, 3], "all known"), ["k"], "s", 3)  # merges nothing
+    # merges nothing
+    assert insert_new_once(uri, batch([1, 3], "all known"), ["k"], "s", 3, tables=tables)
     assert transaction_version(uri, "s") == 3, "the batch is still marked done"
     assert rows(uri) == [(1, "first"), (2, "first"), (3, "later")]
 

@@ -235,7 +235,7 @@ class TrainingSamplesSink(BatchSink[SampleBatch]):
         if table.num_rows:  # a batch without outputs needs no marker: its replay sends nothing
             insert_new_once(self.outputs.table_uri(TABLE_TRAINING_SAMPLES),
                             collected.samples.cast(self.schema), TRAINING_SAMPLES.primary_key,
-                            self.outputs.app_id, batch_id)
+                            self.outputs.app_id, batch_id, tables=self.outputs.tables)
 
     def close(self) -> None:
         if self._producer is not None:

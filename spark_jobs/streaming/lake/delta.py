@@ -141,17 +141,19 @@ def merge_once(
 
 
 def insert_new_once(
-    table_uri: str, data: pa.Table, keys: Sequence[str], app_id: str, batch_id: int
+    table_uri: str, data: pa.Table, keys: Sequence[str], app_id: str, batch_id: int,
+    tables: OpenTables | None = None,
 ) -> bool:
     """Insert the rows whose key the table does not have yet (never rewrite one), unless
     app_id already committed batch_id: an idempotent sink for records with deterministic ids
     that an at-least-once upstream may deliver twice. Within a batch the first row of a key
-    wins. An empty batch is committed as an empty append (the batch marker)."""
+    wins. An empty batch is committed as an empty append (the batch marker). `tables`: as
+    for append_once."""
     key_list = _check_keys(data, keys)
     source = first_per_key(data, key_list)
 
     def write() -> bool:
-        table = load_table(table_uri)
+        table = load_table(table_uri) if tables is None else tables.latest(table_uri)
         if _already_done(table, app_id, batch_id):
             return False
         commit = _commit(app_id, batch_id)
@@ -171,7 +173,7 @@ def insert_new_once(
             write_deltalake(table, source.slice(0, 0), mode="append", commit_properties=commit)
         return True
 
-    return with_commit_retries(write)
+    return with_commit_retries(forgetting(write, tables, table_uri))
 
 
 def replace_slice_once(
