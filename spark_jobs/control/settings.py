@@ -133,7 +133,7 @@ class MaintenanceSettings:
     vacuum_retention_ms: int = setting(
         "7d", Duration(), "VACUUM deletes files unreferenced for longer than this")
     log_retention_ms: int = setting(
-        "10s", Duration(minimum=1000), "streaming sinks' Delta tables keep their log commits "
+        "1m", Duration(minimum=1000), "streaming sinks' Delta tables keep their log commits "
         "this long (delta.logRetentionDuration; an append lists the whole log)")
     snapshots_kept: int = setting(
         288, PositiveInt(), "newest ramp snapshots kept", unit="snapshots")

@@ -82,7 +82,7 @@ OLD_DEFAULTS: dict[str, dict[str, Any]] = {
         "compression": "zstd", "min_match_rate": 0.999,
     },
     "maintenance": {
-        "vacuum_retention": "7d", "log_retention": "10s", "snapshots_kept": 288,
+        "vacuum_retention": "7d", "log_retention": "1m", "snapshots_kept": 288,
         "checkpoint_batches_kept": 100,
     },
 }

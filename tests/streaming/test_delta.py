@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import time
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -24,6 +24,7 @@ from spark_jobs.streaming.lake.delta import (
     table_exists,
     transaction_version,
     vacuum,
+    with_commit_retries,
 )
 from spark_jobs.streaming.lake.open_tables import LOG_RETENTION, log_retention_text
 
@@ -117,6 +118,8 @@ def test_insert_new_once_never_rewrites_a_key_and_skips_a_replay(uri, kept_open)
     assert insert_new_once(uri, batch([], "none"), ["k"], "s", 2, tables=tables)
     assert rows(uri) == [(1, "first"), (2, "first"), (3, "later")]
     assert transaction_version(uri, "s") == 2
+    if kept_open:  # the open tables were used: they gave the table its log retention
+        assert DeltaTable(uri).metadata().configuration[LOG_RETENTION] == "interval 60 seconds"
     # merges nothing
     assert insert_new_once(uri, batch([1, 3], "all known"), ["k"], "s", 3, tables=tables)
     assert transaction_version(uri, "s") == 3, "the batch is still marked done"
@@ -200,29 +203,39 @@ def _log_files(uri: str) -> list[str]:
     return sorted(p.name for p in (Path(uri) / "_delta_log").iterdir() if p.suffix == ".json")
 
 
+def _age_log(uri: str, seconds: float) -> None:
+    """Make every file of the log `seconds` older (delta-rs judges expiry by modification
+    time), so that expiry does not depend on how fast the machine appends."""
+    for path in (Path(uri) / "_delta_log").iterdir():
+        stat = path.stat()
+        os.utime(path, (stat.st_atime - seconds, stat.st_mtime - seconds))
+
+
 def test_a_sinks_open_tables_keep_the_log_short(uri):
     """Every commit file stays 30 days by default and delta-rs lists them all at each
-    write: a sink's tables keep theirs `log_retention` long instead. delta-rs writes a log
-    checkpoint every 100 commits and then deletes the expired commits before the previous
-    one. Nothing is lost: the rows, the app transactions and a fresh reader see every batch."""
-    assert append_once(uri, batch([0], "old"), "job", 0)  # a table of an older release
+    write: a sink's tables keep theirs `log_retention` long instead. When delta-rs writes a
+    log checkpoint (every 100 commits) it deletes the commits before the newest checkpoint
+    that has itself expired. Nothing is lost: the rows, every app's transaction (also one
+    whose only commit was deleted) and a fresh reader see every batch."""
+    assert append_once(uri, batch([0], "old"), "other", 0)  # a table of an older release
     assert LOG_RETENTION not in DeltaTable(uri).metadata().configuration
-    tables = OpenTables(log_retention_ms=1000)
-    for batch_id in range(1, 60):
+    tables = OpenTables(log_retention_ms=60_000)
+    for batch_id in range(1, 105):  # past the first checkpoint (version 99)
         assert append_once(uri, batch([batch_id], "v"), "job", batch_id, tables=tables)
-    assert DeltaTable(uri).metadata().configuration[LOG_RETENTION] == "interval 1 seconds"
+    assert DeltaTable(uri).metadata().configuration[LOG_RETENTION] == "interval 60 seconds"
     before = _log_files(uri)
-    time.sleep(1.5)  # every commit so far expires
-    for batch_id in range(60, 210):  # two log checkpoints: the first 100 commits can go
+    _age_log(uri, 3600)  # everything so far, the checkpoint too, expired an hour ago
+    for batch_id in range(105, 205):  # the next checkpoint deletes what came before 99
         assert append_once(uri, batch([batch_id], "v"), "job", batch_id, tables=tables)
     after = _log_files(uri)
-    assert not set(before) & set(after), "commits older than the retention stay in the log"
-    assert len(after) <= 115
+    assert after[0] == f"{99:020}.json", "commits before the expired checkpoint stay"
+    assert set(before) - set(after) == {f"{v:020}.json" for v in range(99)}
     fresh = DeltaTable(uri)
-    assert fresh.transaction_version("job") == 209
-    assert rows(uri) == [(0, "old"), *((k, "v") for k in range(1, 210))]
+    assert fresh.transaction_version("job") == 204
+    assert fresh.transaction_version("other") == 0  # its only commit is gone: the checkpoint
+    assert rows(uri) == [(0, "old"), *((k, "v") for k in range(1, 205))]
     version = fresh.version()
-    assert OpenTables(log_retention_ms=1000).latest(uri).version() == version  # set once
+    assert OpenTables(log_retention_ms=60_000).latest(uri).version() == version  # set once
 
 
 def test_open_tables_without_a_retention_leave_the_log_alone(uri):
@@ -338,3 +351,20 @@ def test_replace_slice_once_deletes_rows_the_new_slice_no_longer_has(tmp_path):
     assert replace_slice_once(uri, empty, ["k"], "w", (10, 20), "day@1", 2)
     assert sorted(r["k"] for r in read_arrow(uri).to_pylist()) == [1, 4]
     assert transaction_version(uri, "day@1") == 2
+
+
+def test_a_write_whose_starting_log_was_cleaned_is_retried():
+    """A write longer than a sink's log retention (a large compaction) finds the commits it
+    started from deleted; read anew, it succeeds."""
+    attempts = []
+
+    def write() -> str:
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise DeltaError("Invalid table version: 21")
+        return "done"
+
+    assert with_commit_retries(write) == "done"
+    assert len(attempts) == 2
+    with pytest.raises(DeltaError, match="schema"):  # anything else is raised at once
+        with_commit_retries(lambda: (_ for _ in ()).throw(DeltaError("schema mismatch")))

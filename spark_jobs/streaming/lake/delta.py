@@ -169,7 +169,8 @@ def insert_new_once(
             .when_not_matched_insert_all()
             .execute()
         )
-        if load_table(table_uri).version() == before:  # nothing new: no commit, so no marker
+        if table.version() == before:  # nothing new: no commit, so no marker (a merge moves
+            # the table object to its commit)
             write_deltalake(table, source.slice(0, 0), mode="append", commit_properties=commit)
         return True
 
@@ -276,10 +277,14 @@ def with_commit_retries(write: Callable[[], _T], attempts: int = 8) -> _T:
 
 
 def _is_conflict(exc: Exception) -> bool:
+    """Another writer got there first, or the log a long write started from was cleaned
+    meanwhile (a sink's short log, open_tables.py): either way the write, on the table read
+    anew, can succeed."""
     if isinstance(exc, CommitFailedError):
         return True
     text = str(exc).lower()
-    return "already exists" in text or "conflict" in text or "concurrent" in text
+    return ("already exists" in text or "conflict" in text or "concurrent" in text
+            or "invalid table version" in text)
 
 
 def append_rows(table_uri: str, data: pa.Table) -> None:
