@@ -45,8 +45,9 @@ def test_the_session_jvm_compiles_with_the_first_tier_only(spark):
 
 def test_the_session_jvm_has_room_for_compiled_code(spark):
     """At the first tier alone the JVM reserves 48 MB for compiled code; several queries in
-    one JVM (the demo, the pipeline, a test session) filled it and the JIT stopped for good,
-    leaving every later query's code to the interpreter (BENCHMARKS.md, thirteenth session)."""
+    one JVM (the demo, the pipeline, a test session) filled it and the JIT stopped until
+    methods were thrown out, new code interpreted meanwhile (BENCHMARKS.md, thirteenth
+    session)."""
     management = spark.sparkContext._jvm.java.lang.management.ManagementFactory
     reserved = sum(pool.getUsage().getMax() for pool in management.getMemoryPoolMXBeans()
                    if str(pool.getName()).startswith(("CodeHeap", "CodeCache")))
