@@ -22,7 +22,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from spark_jobs.fraud.jobs.engine_host import EngineHost, HostSpec
-from spark_jobs.fraud.processors.resident import settle_garbage_collector
+from spark_jobs.fraud.processors.resident import settle_engine_process_collector
 
 CALLS = frozenset({"restore", "evaluate", "write_changes", "maybe_snapshot"})
 STOP_TIMEOUT_S = 130.0  # a snapshot in flight gets 120 s to finish (BackgroundSnapshots.close)
@@ -143,7 +143,7 @@ def serve(connection: Connection) -> None:
             result = getattr(host, method)(*args)
             connection.send((True, result))
             if method == "evaluate":
-                settle_garbage_collector(args[0])
+                settle_engine_process_collector()
         except Exception:
             connection.send((False, traceback.format_exc(limit=8)))
 
