@@ -273,7 +273,7 @@ def _store_after(batches: list[list[tuple[str, str]]], files: EngineStateFiles
 
 def test_a_background_snapshot_is_the_state_when_it_started(tmp_path):
     """The forked child pickles the state as it was at start(), whatever the engine does
-    meanwhile; poll() publishes it and prunes the change files it replaces."""
+    meanwhile; poll() publishes it, and tidy() prunes the change files it replaces."""
     from spark_jobs.fraud.jobs.background_snapshots import BackgroundSnapshots
 
     files = EngineStateFiles(str(tmp_path / "cp"))
@@ -292,6 +292,10 @@ def test_a_background_snapshot_is_the_state_when_it_started(tmp_path):
         files.write_changes(batch_id, store.take_changes())
     assert snapshots.poll(wait=True) == 9
     assert snapshots.in_flight is None and snapshots.poll() is None
+    published = sorted(p.name for p in (tmp_path / "cp" / "engine").iterdir())
+    assert "snapshot-9" in published and "changes-0" in published, "pruned later, by tidy"
+    assert files.state_after(13)[2] == 9, "the files it replaces are never read"
+    snapshots.tidy()
     snapshot, changes, base = files.state_after(13)
     assert base == 9 and len(changes) == 4
     assert snapshot is not None and pickle.loads(snapshot) == expected

@@ -354,6 +354,64 @@ def test_a_snapshot_is_taken_after_snapshot_every_batches_whatever_their_size(tm
     assert taken == [3, 7, 11]  # from -1 (no snapshot) every 4 batches; 12 batches of traffic
 
 
+def _names(folder: str) -> set[str]:
+    from pathlib import Path
+
+    return {path.name for path in Path(folder).iterdir()}
+
+
+def test_what_a_snapshot_replaces_is_deleted_by_tidy_never_while_another_is_written(tmp_path):
+    """Publishing a snapshot leaves the change files it replaces (thousands: deleting them
+    took tens of ms in the batch that published it) for tidy(), which also waits while a
+    newer snapshot is being written, whose temporary file must stay."""
+    host = EngineHost(HostSpec(str(tmp_path / "cp"), 0, 1, False, 0, 3_600_000, 1_000_000, 4))
+    folder = host.files.folder
+    batches = _committed(host, _traffic(5))
+    for batch_id in batches:
+        host.maybe_snapshot(batch_id)
+        if batch_id == 3:
+            assert host.snapshots.poll(wait=True) == 3
+            break
+    assert {"snapshot-3", "changes-0", "changes-3"} <= _names(folder)
+    for batch_id in batches:  # the next snapshot starts before anything tidied
+        host.maybe_snapshot(batch_id)
+        if host.snapshots.in_flight is not None:
+            break
+    assert host.snapshots.in_flight == 7
+    host.tidy()
+    assert "changes-0" in _names(folder), "nothing is deleted while a snapshot is written"
+    assert host.snapshots.poll(wait=True) == 7
+    host.tidy()
+    assert _names(folder) == {"shards", "snapshot-7"}
+    assert host.files.state_after(7)[2] == 7
+
+
+def test_an_engine_process_tidies_once_it_has_written_a_batch(tmp_path):
+    """Snapshots every 2 batches: 1 is started in batch 2, published in batch 3 and tidied
+    once batch 3's changes are written; 3 likewise in batches 4, 5 and 5."""
+    import time
+
+    checkpoint = str(tmp_path / "cp")
+    EngineHost(_spec(checkpoint, 0, 2))  # shard 0 pins the split
+    process = EngineProcess(HostSpec(checkpoint, 1, 2, False, 0, 3_600_000, 1_000_000, 2))
+    folder = EngineStateFiles(checkpoint, 1).folder
+    try:
+        process.call("restore", -1)
+        offset = 0
+        for batch_id, rows in enumerate(_traffic(2)[:6]):
+            if batch_id:
+                process.call("maybe_snapshot", batch_id - 1)
+            process.call("evaluate", batch_id, _table(rows, offset), 1_000_000, 0)
+            offset += len(rows)
+            process.call("write_changes", batch_id)
+            time.sleep(0.3)  # a snapshot child of this small state is done by the next batch
+        names = _names(folder)  # before close, which tidies too
+    finally:
+        process.close()
+    assert {"snapshot-3", "changes-4", "changes-5"} <= names
+    assert not {"snapshot-1", "changes-0", "changes-3"} & names
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_a_batch_is_read_in_the_contracts_arrival_order(seed):
     """input_rows_of sorts in Arrow as output_rows.arrival_order sorts rows: Kafka time, a

@@ -218,6 +218,11 @@ class EngineHost:
         self._change_bytes += len(self._changes)
         self.applied = batch_id
 
+    def tidy(self) -> None:
+        """Housekeeping for a moment when no batch waits on this host (after its changes
+        are written): the files a published snapshot replaces are deleted."""
+        self.snapshots.tidy()
+
     def close(self) -> None:
         """Let a snapshot in flight finish (and publish it)."""
         self.snapshots.close()

@@ -144,6 +144,8 @@ def serve(connection: Connection) -> None:
             connection.send((True, result))
             if method == "evaluate":
                 settle_engine_process_collector()
+            elif method == "write_changes":  # the batch is done here: off its path
+                host.tidy()
         except Exception:
             connection.send((False, traceback.format_exc(limit=8)))
 

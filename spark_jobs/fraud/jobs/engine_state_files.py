@@ -104,10 +104,14 @@ class EngineStateFiles:
         return self._temporary(f"{SNAPSHOT}{batch_id}.{writer}")
 
     def publish_snapshot(self, batch_id: int, writer: int) -> None:
-        """Give the snapshot process `writer` wrote its name, then drop what it replaces
-        (and what failed or orphaned snapshot writers left behind)."""
+        """Give the snapshot process `writer` wrote its name; what it replaces is left for
+        `prune`."""
         final = f"{self.folder}/{SNAPSHOT}{batch_id}"
         self.filesystem.move(self.snapshot_temporary(batch_id, writer), final)
+
+    def prune(self, batch_id: int) -> None:
+        """Drop what the snapshot of `batch_id` replaces, and what failed or orphaned
+        snapshot writers left behind (so none may be writing)."""
         self._prune(batch_id)
         self.discard_unfinished_snapshots()
 

@@ -237,6 +237,8 @@ class FraudDriverSink(FraudAlertsSink):
         self._on_every_shard("write_changes", batch_id)
         self._applied = batch_id
         super().commit(table, batch_id)
+        if self._local is not None:  # an engine process tidies once it wrote its changes
+            self._local.tidy()
 
     def close(self) -> None:
         """Deliver the batch in the background, count its drops, then stop the engine
