@@ -53,6 +53,7 @@ from bench.common import (
     publish_result,
     sandbox,
 )
+from bench.process_cpu import ProcessCpu
 from spark_jobs.contracts.topics import (
     FRAUD_TOPICS,
     TOPIC_FRAUD_ALERTS,
@@ -394,8 +395,9 @@ def run_rate(spark: Any, args: argparse.Namespace, rate: float) -> dict[str, Any
                                "rules read")
             # the rules topic holds transactions back until it has been idle this long
             time.sleep(settings.fraud.idle_timeout_ms / 1000 + 2)
-            traffic = run_traffic(jobs, settings, rate, args.seconds, args.rule_update_at,
-                                  args.linger_ms)
+            with ProcessCpu() as cpu:
+                traffic = run_traffic(jobs, settings, rate, args.seconds, args.rule_update_at,
+                                      args.linger_ms)
             backlog_at_stop = unread(jobs, settings)
             try:
                 drain_s = round(wait_for(lambda: unread(jobs, settings) == 0, jobs, args.drain,
@@ -430,6 +432,8 @@ def run_rate(spark: Any, args: argparse.Namespace, rate: float) -> dict[str, Any
         "latency_ms": _stats(latency[chosen]),
         "latency_all_ms": _stats(latency),
         "latency_by_slice": latency_slices(sent, latency, first_ms),
+        # % of a core per process role (bench.process_cpu): what takes the machine as it goes
+        "cpu_by_slice": cpu.by_slice(first_ms / 1000, SLICE_S),
         "alerts": {"total": len(latency), "steady": int(chosen.sum()),
                    "alerted_transactions": alerted},
         "kept_up": {
@@ -447,6 +451,19 @@ def run_rate(spark: Any, args: argparse.Namespace, rate: float) -> dict[str, Any
 
 
 # ---------------------------------------------------------------- output
+
+
+def cpu_line(slices: list[dict[str, Any]]) -> str:
+    """% of a core by role in the first and the last full slice of the traffic."""
+    full = slices[:-1] if len(slices) > 1 else slices
+    if not full:
+        return "CPU: not sampled"
+    first, last = full[0], full[-1]
+    roles = sorted({*first, *last} - {"from_s", "total"},
+                   key=lambda role: -last.get(role, 0.0))
+    return (f"% of a core, {first['from_s']:g} s -> {last['from_s']:g} s: " + ", ".join(
+        f"{role} {first.get(role, 0.0):.0f} -> {last.get(role, 0.0):.0f}" for role in roles)
+        + f"; total {first['total']:.0f} -> {last['total']:.0f}")
 
 
 def summary_lines(result: dict[str, Any]) -> list[str]:
@@ -470,6 +487,7 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
                 for key in ("triggerExecution", "latestOffset", "queryPlanning", "addBatch",
                             "addBatch.plan", "addBatch.sink", "commitOffsets", "walCommit"))
             + f"; rows/batch p50 {batches['rows_per_batch']['p50']:.0f}")
+        lines.append("          " + cpu_line(run["cpu_by_slice"]))
     return lines
 
 

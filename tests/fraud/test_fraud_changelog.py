@@ -295,7 +295,7 @@ def test_a_background_snapshot_is_the_state_when_it_started(tmp_path):
     published = sorted(p.name for p in (tmp_path / "cp" / "engine").iterdir())
     assert "snapshot-9" in published and "changes-0" in published, "pruned later, by tidy"
     assert files.state_after(13)[2] == 9, "the files it replaces are never read"
-    snapshots.tidy()
+    snapshots.tidy(files=100)
     snapshot, changes, base = files.state_after(13)
     assert base == 9 and len(changes) == 4
     assert snapshot is not None and pickle.loads(snapshot) == expected

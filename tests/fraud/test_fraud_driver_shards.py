@@ -360,35 +360,46 @@ def _names(folder: str) -> set[str]:
     return {path.name for path in Path(folder).iterdir()}
 
 
-def test_what_a_snapshot_replaces_is_deleted_by_tidy_never_while_another_is_written(tmp_path):
+def test_what_a_snapshot_replaces_is_deleted_by_tidy_a_few_files_at_a_time(tmp_path,
+                                                                           monkeypatch):
     """Publishing a snapshot leaves the change files it replaces (thousands: deleting them
-    took tens of ms in the batch that published it) for tidy(), which also waits while a
-    newer snapshot is being written, whose temporary file must stay."""
+    took tens to hundreds of ms in one batch) for tidy(), oldest first, a few per batch, even
+    while a newer snapshot is being written (whose temporary file is not among them)."""
+    from spark_jobs.fraud.jobs import background_snapshots
+
+    monkeypatch.setattr(background_snapshots, "TIDIED_PER_BATCH", 3)
     host = EngineHost(HostSpec(str(tmp_path / "cp"), 0, 1, False, 0, 3_600_000, 1_000_000, 4))
     folder = host.files.folder
+    orphan = tmp_path / "cp" / "engine" / ".snapshot-1.4242.tmp"  # a killed writer's
     batches = _committed(host, _traffic(5))
     for batch_id in batches:
         host.maybe_snapshot(batch_id)
         if batch_id == 3:
+            orphan.write_bytes(b"half a snapshot")
             assert host.snapshots.poll(wait=True) == 3
             break
     assert {"snapshot-3", "changes-0", "changes-3"} <= _names(folder)
-    for batch_id in batches:  # the next snapshot starts before anything tidied
+    for batch_id in batches:  # the next snapshot starts before anything is tidied
         host.maybe_snapshot(batch_id)
         if host.snapshots.in_flight is not None:
             break
     assert host.snapshots.in_flight == 7
     host.tidy()
-    assert "changes-0" in _names(folder), "nothing is deleted while a snapshot is written"
-    assert host.snapshots.poll(wait=True) == 7
+    assert {"changes-0", "changes-1", "changes-2"}.isdisjoint(_names(folder))
+    assert {"changes-3", orphan.name} <= _names(folder), "three at a time"
     host.tidy()
+    assert not orphan.exists() and "changes-3" not in _names(folder)
+    assert host.snapshots.poll(wait=True) == 7, "the snapshot being written was left alone"
+    for _ in range(3):
+        host.tidy()
     assert _names(folder) == {"shards", "snapshot-7"}
     assert host.files.state_after(7)[2] == 7
 
 
 def test_an_engine_process_tidies_once_it_has_written_a_batch(tmp_path):
-    """Snapshots every 2 batches: 1 is started in batch 2, published in batch 3 and tidied
-    once batch 3's changes are written; 3 likewise in batches 4, 5 and 5."""
+    """Snapshots every 2 batches: 1 is started in batch 2, published in batch 3 and what it
+    replaces (changes 0-1) deleted once batch 3's changes are written; 3 likewise in
+    batches 4, 5 and 5."""
     import time
 
     checkpoint = str(tmp_path / "cp")

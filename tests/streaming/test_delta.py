@@ -368,3 +368,22 @@ def test_a_write_whose_starting_log_was_cleaned_is_retried():
     assert len(attempts) == 2
     with pytest.raises(DeltaError, match="schema"):  # anything else is raised at once
         with_commit_retries(lambda: (_ for _ in ()).throw(DeltaError("schema mismatch")))
+
+
+def test_a_write_that_finds_a_commit_file_of_its_log_deleted_is_retried():
+    """delta-rs raises a plain FileNotFoundError for a commit file cleaned from under a
+    write; another missing file (a data file, the input) is raised at once."""
+    attempts = []
+
+    def write() -> str:
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise FileNotFoundError("Object at location /lake/t/_delta_log/00000000000000000618"
+                                    ".json not found: No such file or directory (os error 2)")
+        return "done"
+
+    assert with_commit_retries(write) == "done"
+    assert len(attempts) == 2
+    with pytest.raises(FileNotFoundError, match="part-0"):
+        with_commit_retries(lambda: (_ for _ in ()).throw(
+            FileNotFoundError("Object at location /lake/t/part-0.parquet not found")))

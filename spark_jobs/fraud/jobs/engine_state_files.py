@@ -13,6 +13,7 @@ to a temporary name and renamed, so a crash never leaves half a file under a fin
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import pyarrow.fs as pafs
@@ -95,7 +96,7 @@ class EngineStateFiles:
     def write_snapshot(self, batch_id: int, snapshot: bytes) -> None:
         """Store the state after `batch_id` (a committed batch), then drop what it replaces."""
         self._write(f"{SNAPSHOT}{batch_id}", snapshot)
-        self._prune(batch_id)
+        self.delete(self.replaced_by(batch_id))
 
     def snapshot_temporary(self, batch_id: int, writer: int) -> str:
         """Where process `writer` writes a snapshot first (see background_snapshots): a name
@@ -109,11 +110,24 @@ class EngineStateFiles:
         final = f"{self.folder}/{SNAPSHOT}{batch_id}"
         self.filesystem.move(self.snapshot_temporary(batch_id, writer), final)
 
-    def prune(self, batch_id: int) -> None:
-        """Drop what the snapshot of `batch_id` replaces, and what failed or orphaned
-        snapshot writers left behind (so none may be writing)."""
-        self._prune(batch_id)
-        self.discard_unfinished_snapshots()
+    def replaced_by(self, batch_id: int) -> list[str]:
+        """The files the snapshot of `batch_id` replaces, oldest first: older snapshots, the
+        change files up to it, and what failed or orphaned snapshot writers left (none is
+        writing while a snapshot is published, and a later writer's file has a new name)."""
+        infos = self.filesystem.get_file_info(pafs.FileSelector(self.folder))
+        unfinished = [i.path for i in infos if i.base_name.startswith(f".{SNAPSHOT}")
+                      and i.base_name.endswith(".tmp")]
+        return ([f"{self.folder}/{SNAPSHOT}{old}" for old in self._batches(SNAPSHOT)
+                 if old < batch_id]
+                + [f"{self.folder}/{CHANGES}{old}" for old in self._batches(CHANGES)
+                   if old <= batch_id]
+                + unfinished)
+
+    def delete(self, paths: list[str]) -> None:
+        """Delete files (those already gone are fine)."""
+        for path in paths:
+            with contextlib.suppress(FileNotFoundError):
+                self.filesystem.delete_file(path)
 
     def discard_unfinished_snapshots(self) -> None:
         """Remove the temporary files of snapshots never published (their writer failed, or
@@ -131,14 +145,6 @@ class EngineStateFiles:
         temporary = self.snapshot_temporary(batch_id, writer)
         if self.filesystem.get_file_info(temporary).type != pafs.FileType.NotFound:
             self.filesystem.delete_file(temporary)
-
-    def _prune(self, batch_id: int) -> None:
-        for old in self._batches(SNAPSHOT):
-            if old < batch_id:
-                self.filesystem.delete_file(f"{self.folder}/{SNAPSHOT}{old}")
-        for old in self._batches(CHANGES):
-            if old <= batch_id:
-                self.filesystem.delete_file(f"{self.folder}/{CHANGES}{old}")
 
     def state_after(self, batch_id: int) -> tuple[bytes | None, list[bytes], int | None]:
         """(snapshot, change files in order, the snapshot's batch) making up the state after

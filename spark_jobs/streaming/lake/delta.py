@@ -269,7 +269,7 @@ def with_commit_retries(write: Callable[[], _T], attempts: int = 8) -> _T:
     for attempt in range(1, attempts + 1):
         try:
             return write()
-        except (CommitFailedError, DeltaError) as exc:
+        except (CommitFailedError, DeltaError, FileNotFoundError) as exc:
             if attempt == attempts or not _is_conflict(exc):
                 raise
             time.sleep(random.uniform(0.05, 0.2) * attempt)
@@ -277,11 +277,15 @@ def with_commit_retries(write: Callable[[], _T], attempts: int = 8) -> _T:
 
 
 def _is_conflict(exc: Exception) -> bool:
-    """Another writer got there first, or the log a long write started from was cleaned
-    meanwhile (a sink's short log, open_tables.py): either way the write, on the table read
-    anew, can succeed."""
+    """Another writer got there first, or the log a write read was cleaned meanwhile (a
+    sink's short log, open_tables.py: "invalid table version", or a commit file not found,
+    which a live fraud_rules run met after ~1,200 commits with a compaction beside its
+    appends): either way the write, on the table read anew, can succeed; a write whose commit
+    had landed is then found done (its app transaction) and not repeated."""
     if isinstance(exc, CommitFailedError):
         return True
+    if isinstance(exc, FileNotFoundError):
+        return "_delta_log" in str(exc)
     text = str(exc).lower()
     return ("already exists" in text or "conflict" in text or "concurrent" in text
             or "invalid table version" in text)
