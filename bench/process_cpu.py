@@ -4,6 +4,9 @@ Which process takes the machine's two cores as a run goes on: over 300 s at 1,00
 embedded broker's share grew from 13 to 66 % of a core while the fraud engines stayed at
 ~17 % (BENCHMARKS.md, fourteenth session). A background thread reads the CPU ticks of this
 process and all its descendants once a second; each is given a role by its command line.
+A process that starts during the run counts from zero; what one uses between its last
+sample and its exit is not counted (at most a second's worth: a forked snapshot child of
+1.5-3 s is counted but for its last second, at most).
 
     with ProcessCpu() as cpu:
         ...  # the run
@@ -26,17 +29,21 @@ ROLES = (("broker", "tansu"), ("jvm", "java"), ("engines", "engine_process"),
 SNAPSHOTS = "engine_snapshots"  # an engine's forked child: niceness 19, an engine's command
 
 
-def _stat(pid: int) -> tuple[int, int, int] | None:
-    """(parent pid, CPU ticks, niceness) of a process, None if it is gone."""
+Stat = tuple[int, int, int, int]  # parent pid, CPU ticks, niceness, start time (ticks)
+
+
+def _stat(pid: int) -> Stat | None:
+    """A process's Stat, None if it is gone."""
     try:
         with open(f"/proc/{pid}/stat") as stat:
             fields = stat.read().rsplit(")", 1)[1].split()
     except OSError:
         return None
-    return int(fields[1]), int(fields[11]) + int(fields[12]), int(fields[16])
+    return int(fields[1]), int(fields[11]) + int(fields[12]), int(fields[16]), int(fields[19])
 
 
 def _command(pid: int) -> str:
+    """The process's command line, "" if it is gone."""
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
             return cmdline.read().replace(b"\0", b" ").decode(errors="replace")
@@ -45,6 +52,8 @@ def _command(pid: int) -> str:
 
 
 def role_of(command: str, niceness: int, root: bool) -> str:
+    """What a process is to the run: the first ROLES marker its command holds ("driver" for
+    the run's own process); an engine's forked child, niced, is a snapshot being written."""
     if root:
         return "driver"
     for role, marker in ROLES:
@@ -60,8 +69,9 @@ class ProcessCpu:
         self.every_s = every_s
         self.root = os.getpid()
         self.samples: list[tuple[float, dict[str, float]]] = []  # (time, role -> CPU s)
-        self._ticks: dict[int, int] = {}
-        self._roles: dict[int, str] = {}
+        # by (pid, start time): a pid used again is another process
+        self._ticks: dict[tuple[int, int], int] = {}
+        self._roles: dict[tuple[int, int], str] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="process-cpu", daemon=True)
 
@@ -84,18 +94,21 @@ class ProcessCpu:
         for name in os.listdir("/proc"):
             if name.isdigit() and (stat := _stat(int(name))) is not None:
                 stats[int(name)] = stat
+        first = not self.samples  # what ran before the run started is not the run's
         used: dict[str, float] = defaultdict(float)
         for pid in self._descendants(stats):
-            _, ticks, niceness = stats[pid]
-            if pid not in self._roles or (niceness > 0 and self._roles[pid] == "engines"):
-                self._roles[pid] = role_of(_command(pid), niceness, pid == self.root)
-            used[self._roles[pid]] += (ticks - self._ticks.get(pid, ticks)) / CLOCK_TICKS
-            self._ticks[pid] = ticks
+            _, ticks, niceness, started = stats[pid]
+            key = (pid, started)
+            if key not in self._roles or (niceness > 0 and self._roles[key] == "engines"):
+                self._roles[key] = role_of(_command(pid), niceness, pid == self.root)
+            before = self._ticks.get(key, ticks if first else 0)
+            used[self._roles[key]] += (ticks - before) / CLOCK_TICKS
+            self._ticks[key] = ticks
         self.samples.append((time.time(), dict(used)))
 
-    def _descendants(self, stats: dict[int, tuple[int, int, int]]) -> list[int]:
+    def _descendants(self, stats: dict[int, Stat]) -> list[int]:
         children: dict[int, list[int]] = defaultdict(list)
-        for pid, (parent, _, _) in stats.items():
+        for pid, (parent, *_) in stats.items():
             children[parent].append(pid)
         found, stack = [], [self.root]
         while stack:

@@ -35,11 +35,23 @@ def test_slices_add_each_role_share_of_a_core() -> None:
         {"from_s": 2.0, "broker": 10.0, "jvm": 100.0, "total": 110.0}]
 
 
-def test_a_busy_child_is_counted() -> None:
-    busy = [sys.executable, "-c",
-            "import time\nend = time.time() + 1.5\nwhile time.time() < end: pass"]
+def test_a_child_started_during_the_run_is_counted_from_zero() -> None:
+    """A child that uses 1 CPU s: all of it but what it used after the last sample before
+    it exited (at most a sample's interval, 0.2 s), whatever else the machine runs."""
+    busy = [sys.executable, "-c", "import time, sys\nsys.stdin.readline()\n"
+            "while time.process_time() < 1.0: pass\nsys.stdin.readline()"]
     with ProcessCpu(every_s=0.2) as cpu:
-        started = time.time()
-        subprocess.run(busy, check=True, timeout=30)
-    other = sum(row.get("other", 0.0) for row in cpu.by_slice(started, 10.0))
-    assert other > 30.0, cpu.samples  # % of a core over the slice's sampled time
+        child = subprocess.Popen(busy, stdin=subprocess.PIPE, text=True)
+        assert child.stdin is not None
+        time.sleep(0.5)  # sampled before it works: counted from zero
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        deadline = time.monotonic() + 60
+        while sum(used.get("other", 0.0) for _, used in cpu.samples) < 0.9:
+            assert time.monotonic() < deadline, ("a child's CPU second not counted", cpu.samples)
+            time.sleep(0.1)
+        child.stdin.write("end\n")
+        child.stdin.close()
+        child.wait(timeout=30)
+    counted = sum(used.get("other", 0.0) for _, used in cpu.samples)
+    assert 0.9 <= counted <= 1.3, cpu.samples

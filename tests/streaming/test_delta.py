@@ -387,3 +387,7 @@ def test_a_write_that_finds_a_commit_file_of_its_log_deleted_is_retried():
     with pytest.raises(FileNotFoundError, match="part-0"):
         with_commit_retries(lambda: (_ for _ in ()).throw(
             FileNotFoundError("Object at location /lake/t/part-0.parquet not found")))
+    attempts.clear()
+    with pytest.raises(FileNotFoundError, match="_delta_log"):  # its commit may have landed
+        with_commit_retries(write, idempotent=False)
+    assert len(attempts) == 1

@@ -137,11 +137,15 @@ class BackgroundSnapshots:
                 return None
             self.files.publish_snapshot(batch, child)
             self.size = self.files.snapshot_size(batch)
-            self._replaced.extend(self.files.replaced_by(batch))
         except OSError as exc:
             LOG.warning("the engine snapshot of batch %s could not be published (%s); the "
                         "change files stay and a later snapshot replaces them", batch, exc)
             return None
+        try:
+            self._replaced.extend(self.files.replaced_by(batch))
+        except OSError as exc:  # left on disk: never read, and listed again by the next one
+            LOG.warning("the files the engine snapshot of batch %s replaces could not be "
+                        "listed (%s)", batch, exc)
         return batch
 
     def tidy(self, files: int | None = None) -> None:

@@ -13,6 +13,7 @@ driver leaves no engine process behind.
 from __future__ import annotations
 
 import contextlib
+import logging
 import signal
 import socket
 import subprocess
@@ -25,6 +26,7 @@ from spark_jobs.fraud.jobs.engine_host import EngineHost, HostSpec
 from spark_jobs.fraud.processors.resident import settle_engine_process_collector
 
 CALLS = frozenset({"restore", "evaluate", "write_changes", "maybe_snapshot"})
+LOG = logging.getLogger("tideline.fraud")
 STOP_TIMEOUT_S = 130.0  # a snapshot in flight gets 120 s to finish (BackgroundSnapshots.close)
 EXIT_TIMEOUT_S = 5.0  # for a process that has answered its last call to exit
 
@@ -141,13 +143,23 @@ def serve(connection: Connection) -> None:
             if method not in CALLS:
                 raise ValueError(f"not a call of an engine host: {method!r}")
             result = getattr(host, method)(*args)
-            connection.send((True, result))
-            if method == "evaluate":
-                settle_engine_process_collector()
-            elif method == "write_changes":  # the batch is done here: off its path
-                host.tidy()
         except Exception:
             connection.send((False, traceback.format_exc(limit=8)))
+            continue
+        connection.send((True, result))
+        after_answer(host, method)
+
+
+def after_answer(host: EngineHost, method: str) -> None:
+    """What a call leaves for after its answer, off the batch's path: a failure is logged
+    (the call was answered already; a second answer would put the driver out of step)."""
+    try:
+        if method == "evaluate":
+            settle_engine_process_collector()
+        elif method == "write_changes":  # the batch is done here
+            host.tidy()
+    except Exception:
+        LOG.exception("engine process housekeeping after %s failed", method)
 
 
 if __name__ == "__main__":

@@ -85,8 +85,10 @@ class EngineStateFiles:
         with self.filesystem.open_input_stream(f"{self.folder}/{name}") as stream:
             return stream.read()
 
-    def _batches(self, prefix: str) -> list[int]:
-        infos = self.filesystem.get_file_info(pafs.FileSelector(self.folder))
+    def _batches(self, prefix: str, infos: list[pafs.FileInfo] | None = None) -> list[int]:
+        """The batches of the files named `prefix` + batch, from a listing of the folder."""
+        if infos is None:
+            infos = self.filesystem.get_file_info(pafs.FileSelector(self.folder))
         return sorted(int(i.base_name[len(prefix):]) for i in infos
                       if i.base_name.startswith(prefix) and i.base_name[len(prefix):].isdigit())
 
@@ -105,8 +107,8 @@ class EngineStateFiles:
         return self._temporary(f"{SNAPSHOT}{batch_id}.{writer}")
 
     def publish_snapshot(self, batch_id: int, writer: int) -> None:
-        """Give the snapshot process `writer` wrote its name; what it replaces is left for
-        `prune`."""
+        """Give the snapshot process `writer` wrote its name; what it replaces stays until its
+        owner deletes it (`replaced_by`, `delete`)."""
         final = f"{self.folder}/{SNAPSHOT}{batch_id}"
         self.filesystem.move(self.snapshot_temporary(batch_id, writer), final)
 
@@ -114,12 +116,12 @@ class EngineStateFiles:
         """The files the snapshot of `batch_id` replaces, oldest first: older snapshots, the
         change files up to it, and what failed or orphaned snapshot writers left (none is
         writing while a snapshot is published, and a later writer's file has a new name)."""
-        infos = self.filesystem.get_file_info(pafs.FileSelector(self.folder))
+        infos = self.filesystem.get_file_info(pafs.FileSelector(self.folder))  # one listing
         unfinished = [i.path for i in infos if i.base_name.startswith(f".{SNAPSHOT}")
                       and i.base_name.endswith(".tmp")]
-        return ([f"{self.folder}/{SNAPSHOT}{old}" for old in self._batches(SNAPSHOT)
+        return ([f"{self.folder}/{SNAPSHOT}{old}" for old in self._batches(SNAPSHOT, infos)
                  if old < batch_id]
-                + [f"{self.folder}/{CHANGES}{old}" for old in self._batches(CHANGES)
+                + [f"{self.folder}/{CHANGES}{old}" for old in self._batches(CHANGES, infos)
                    if old <= batch_id]
                 + unfinished)
 

@@ -120,8 +120,11 @@ def rebuilding() -> Iterator[None]:
     and 62 MB of change files took 13.5 CPU s to rebuild, 124 MB of change files alone
     20.3 s, against 5.3 and 7.5 s with it off (bench.fraud_restore; BENCHMARKS.md, 2026-11-29
     third session). The state holds no cycles: reference counting frees what the rebuild
-    drops. Cyclic garbage that other threads make meanwhile is frozen with the rest, and
-    freed by the full collection every FULL_COLLECTION_EVERY batches, as after a batch."""
+    drops. Cyclic garbage made before it (a failed batch's traceback) is collected first,
+    while the objects not yet frozen are few; what other threads make meanwhile (the
+    driver's: an engine process has none) is frozen with the rest, and freed there by the
+    full collection every FULL_COLLECTION_EVERY batches, as after a batch."""
+    gc.collect()
     collecting = gc.isenabled()
     gc.disable()
     try:

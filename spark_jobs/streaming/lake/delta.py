@@ -260,16 +260,19 @@ def _upsert(
     )
 
 
-def with_commit_retries(write: Callable[[], _T], attempts: int = 8) -> _T:
+def with_commit_retries(write: Callable[[], _T], attempts: int = 8,
+                        idempotent: bool = True) -> _T:
     """Run a write again (on the newest table version) when another writer committed first.
 
     Control-plane tables (alerts, validation results) are written by concurrent Airflow
-    tasks, unlike the one-writer-per-app_id streaming sinks.
+    tasks, unlike the one-writer-per-app_id streaming sinks. A missing commit file may come
+    after the commit landed: only an `idempotent` write is retried on it.
     """
+    retried = (CommitFailedError, DeltaError, *((FileNotFoundError,) if idempotent else ()))
     for attempt in range(1, attempts + 1):
         try:
             return write()
-        except (CommitFailedError, DeltaError, FileNotFoundError) as exc:
+        except retried as exc:
             if attempt == attempts or not _is_conflict(exc):
                 raise
             time.sleep(random.uniform(0.05, 0.2) * attempt)
@@ -279,9 +282,9 @@ def with_commit_retries(write: Callable[[], _T], attempts: int = 8) -> _T:
 def _is_conflict(exc: Exception) -> bool:
     """Another writer got there first, or the log a write read was cleaned meanwhile (a
     sink's short log, open_tables.py: "invalid table version", or a commit file not found,
-    which a live fraud_rules run met after ~1,200 commits with a compaction beside its
-    appends): either way the write, on the table read anew, can succeed; a write whose commit
-    had landed is then found done (its app transaction) and not repeated."""
+    which a live fraud_rules append met once after ~1,230 commits, its path in delta-rs not
+    found): either way the write, on the table read anew, can succeed; an idempotent write
+    whose commit had landed is then found done (its app transaction) and not repeated."""
     if isinstance(exc, CommitFailedError):
         return True
     if isinstance(exc, FileNotFoundError):
@@ -298,7 +301,7 @@ def append_rows(table_uri: str, data: pa.Table) -> None:
         table = load_table(table_uri)
         write_deltalake(table if table is not None else table_uri, data, mode="append")
 
-    with_commit_retries(write)
+    with_commit_retries(write, idempotent=False)
 
 
 def upsert_rows(table_uri: str, data: pa.Table, keys: Sequence[str]) -> None:
