@@ -48,6 +48,7 @@ READY_TIMEOUT_S = 240.0
 RESULTS_TIMEOUT_S = 300.0  # generous: the measured time is recorded, not asserted
 STOP_TIMEOUT_S = 120.0
 USERS = 200  # traffic of ~4 messages/s: the generator costs next to nothing
+STACK_FRAME = re.compile(r"^\s+(at |\.\.\. \d+ more)")
 BANNER = re.compile(
     r"Airflow UI : (?P<url>\S+)\n\s+user\s+: (?P<user>\S+)\n\s+password\s+: (?P<password>\S+)"
     r"\n\s+dashboard\s+: (?P<dashboard>\S+)"
@@ -220,17 +221,32 @@ def check_login(platform: Platform) -> None:
         assert api.get("/tideline/alerts", headers=bearer).status_code == 200
 
 
+def job_logs_tail(platform: Platform, lines: int = 25) -> str:
+    """The end of every streaming job's log and progress file, JVM stack frames left out:
+    why no result came."""
+    lake = platform.root / "lake"
+    parts = []
+    for log in sorted([*lake.glob("_logs/*.log"), *lake.glob("_progress/*.jsonl")]):
+        text = log.read_text(errors="replace").splitlines()
+        tail = [line for line in text if not STACK_FRAME.match(line)][-lines:]
+        parts.append(f"--- {log.relative_to(lake)} (last {len(tail)} lines)\n" + "\n".join(
+            line[:300] for line in tail))
+    return "\n".join(parts) or "(no job log under the lake)"
+
+
 def wait_for_first_results(platform: Platform, timeout_s: float) -> float:
     """Seconds from the platform's start until the dashboard (on its configured port, polled
     from the start) lists an experiment with results (live or final); they are written to
     test-artifacts/ for BENCHMARKS.md."""
     deadline = time.monotonic() + timeout_s
+    last = "no answer yet"
     with httpx.Client(base_url=platform.dashboard, timeout=10.0) as dashboard:
         while time.monotonic() < deadline:
             try:
                 answer = dashboard.get("/api/experiments")
-            except httpx.TransportError:  # not listening yet
-                answer = None
+                last = f"{answer.status_code}: {answer.text[:300]}"
+            except httpx.TransportError as exc:  # not listening yet
+                answer, last = None, repr(exc)
             if answer is not None and answer.status_code == 200 and answer.json()["experiments"]:
                 first_s = time.monotonic() - platform.started_s
                 listed = [e["hash"] for e in answer.json()["experiments"]]
@@ -240,8 +256,11 @@ def wait_for_first_results(platform: Platform, timeout_s: float) -> float:
                 return first_s
             assert platform.process.poll() is None, f"platform exited:\n{platform.text()[-3000:]}"
             time.sleep(1.0)
+    diagnosis = f"last answer: {last}\n{job_logs_tail(platform)}"
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / "platform-no-results.txt").write_text(diagnosis)
     raise AssertionError(f"the dashboard showed no experiment {timeout_s:.0f} s after the "
-                         f"start:\n{platform.text()[-3000:]}")
+                         f"start:\n{platform.text()[-3000:]}\n{diagnosis[-12000:]}")
 
 
 def press_ctrl_c(platform: Platform) -> float:
