@@ -222,15 +222,19 @@ def check_login(platform: Platform) -> None:
 
 
 def job_logs_tail(platform: Platform, lines: int = 25) -> str:
-    """The end of every streaming job's log and progress file, JVM stack frames left out:
-    why no result came."""
+    """The end of every streaming job's log, progress and run files and of the watch tasks'
+    logs, JVM stack frames left out: why no result came."""
     lake = platform.root / "lake"
+    watches = platform.root / "airflow_home" / "logs" / "dag_id=streaming_jobs"
+    files = sorted([*lake.glob("_logs/*.log"), *lake.glob("_progress/*.jsonl"),
+                    *lake.glob("_run/*.json"), *lake.glob("_run/*.pid")])
+    files += sorted(watches.rglob("*.log"))[-6:]  # the last two watches of the three jobs
     parts = []
-    for log in sorted([*lake.glob("_logs/*.log"), *lake.glob("_progress/*.jsonl")]):
+    for log in files:
         text = log.read_text(errors="replace").splitlines()
         tail = [line for line in text if not STACK_FRAME.match(line)][-lines:]
-        parts.append(f"--- {log.relative_to(lake)} (last {len(tail)} lines)\n" + "\n".join(
-            line[:300] for line in tail))
+        parts.append(f"--- {log.relative_to(platform.root)} (last {len(tail)} lines)\n"
+                     + "\n".join(line[:300] for line in tail))
     return "\n".join(parts) or "(no job log under the lake)"
 
 
@@ -260,7 +264,7 @@ def wait_for_first_results(platform: Platform, timeout_s: float) -> float:
     ARTIFACTS.mkdir(exist_ok=True)
     (ARTIFACTS / "platform-no-results.txt").write_text(diagnosis)
     raise AssertionError(f"the dashboard showed no experiment {timeout_s:.0f} s after the "
-                         f"start:\n{platform.text()[-3000:]}\n{diagnosis[-12000:]}")
+                         f"start:\n{platform.text()[-3000:]}\n{diagnosis[:20000]}")
 
 
 def press_ctrl_c(platform: Platform) -> float:
