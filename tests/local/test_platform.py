@@ -48,7 +48,9 @@ READY_TIMEOUT_S = 240.0
 RESULTS_TIMEOUT_S = 300.0  # generous: the measured time is recorded, not asserted
 STOP_TIMEOUT_S = 120.0
 USERS = 200  # traffic of ~4 messages/s: the generator costs next to nothing
-STACK_FRAME = re.compile(r"^\s+(at |\.\.\. \d+ more)")
+STACK_FRAME = re.compile(r"^\s+(at \S+\(.*\)|\.\.\. \d+ more)")  # a JVM trace's frames
+NO_RESULTS = "platform-no-results.txt"  # test-artifacts/: why the dashboard stayed empty
+DIAGNOSIS_SHOWN = 30_000  # characters of it in the failure message
 BANNER = re.compile(
     r"Airflow UI : (?P<url>\S+)\n\s+user\s+: (?P<user>\S+)\n\s+password\s+: (?P<password>\S+)"
     r"\n\s+dashboard\s+: (?P<dashboard>\S+)"
@@ -221,21 +223,39 @@ def check_login(platform: Platform) -> None:
         assert api.get("/tideline/alerts", headers=bearer).status_code == 200
 
 
-def job_logs_tail(platform: Platform, lines: int = 25) -> str:
-    """The end of every streaming job's log, progress and run files and of the watch tasks'
-    logs, JVM stack frames left out: why no result came."""
-    lake = platform.root / "lake"
-    watches = platform.root / "airflow_home" / "logs" / "dag_id=streaming_jobs"
-    files = sorted([*lake.glob("_logs/*.log"), *lake.glob("_progress/*.jsonl"),
-                    *lake.glob("_run/*.json"), *lake.glob("_run/*.pid")])
-    files += sorted(watches.rglob("*.log"))[-6:]  # the last two watches of the three jobs
-    parts = []
-    for log in files:
-        text = log.read_text(errors="replace").splitlines()
-        tail = [line for line in text if not STACK_FRAME.match(line)][-lines:]
-        parts.append(f"--- {log.relative_to(platform.root)} (last {len(tail)} lines)\n"
-                     + "\n".join(line[:300] for line in tail))
-    return "\n".join(parts) or "(no job log under the lake)"
+def _file_tail(path: Path, lines: int) -> str:
+    """The last lines of a file, JVM stack frames left out; a file gone or unreadable says so
+    instead of raising (a job rotates its progress history, the monitor removes run files)."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError as exc:
+        return f"(unreadable: {exc!r})"
+    tail = [line for line in text if not STACK_FRAME.match(line)][-lines:]
+    return "\n".join(line[:300] for line in tail)
+
+
+def diagnosis_files(root: Path) -> list[tuple[Path, int]]:
+    """(file, lines to show) that tell why no result came: each job's log, latest progress and
+    its history, its run files, and the last two watch runs of the streaming_jobs DAG."""
+    lake = root / "lake"
+    files = [(path, 25) for path in sorted(lake.glob("_logs/*.log"))]
+    files += [(path, 5) for path in sorted([*lake.glob("_progress/*.json"),
+                                           *lake.glob("_run/*.json"), *lake.glob("_run/*.pid")])]
+    files += [(path, 3) for path in sorted(lake.glob("_progress/*.jsonl"))]
+    runs = sorted((root / "airflow_home" / "logs" / "dag_id=streaming_jobs").glob("run_id=*"))
+    for run in runs[-2:]:  # scheduled__<ISO time>: sorted in time order
+        files += [(path, 10) for path in sorted(run.glob("task_id=*/attempt=*.log"))]
+    return files
+
+
+def job_logs_tail(platform: Platform) -> str:
+    """Every diagnosis file's tail; it never raises, so it cannot hide the failure it explains."""
+    try:
+        parts = [f"--- {path.relative_to(platform.root)}\n{_file_tail(path, lines)}"
+                 for path, lines in diagnosis_files(platform.root)]
+    except Exception as exc:  # a folder removed while listed, say
+        return f"(diagnosis failed: {exc!r})"
+    return "\n".join(parts) or "(no job or Airflow log under the test's folder)"
 
 
 def wait_for_first_results(platform: Platform, timeout_s: float) -> float:
@@ -261,10 +281,14 @@ def wait_for_first_results(platform: Platform, timeout_s: float) -> float:
             assert platform.process.poll() is None, f"platform exited:\n{platform.text()[-3000:]}"
             time.sleep(1.0)
     diagnosis = f"last answer: {last}\n{job_logs_tail(platform)}"
-    ARTIFACTS.mkdir(exist_ok=True)
-    (ARTIFACTS / "platform-no-results.txt").write_text(diagnosis)
+    with contextlib.suppress(OSError):
+        ARTIFACTS.mkdir(exist_ok=True)
+        (ARTIFACTS / NO_RESULTS).write_text(diagnosis, encoding="utf-8")
+    if len(diagnosis) > DIAGNOSIS_SHOWN:
+        cut = f"… (cut: all of it in test-artifacts/{NO_RESULTS})"
+        diagnosis = f"{diagnosis[:DIAGNOSIS_SHOWN]}\n{cut}"
     raise AssertionError(f"the dashboard showed no experiment {timeout_s:.0f} s after the "
-                         f"start:\n{platform.text()[-3000:]}\n{diagnosis[:20000]}")
+                         f"start:\n{platform.text()[-3000:]}\n{diagnosis}")
 
 
 def press_ctrl_c(platform: Platform) -> float:
