@@ -38,8 +38,9 @@ from spark_jobs.contracts.topics import (
 
 @dataclass(frozen=True)
 class Job:
-    """One streaming job: `module` provides `build(spark, settings)` (the streaming plan)
-    and `sink(spark, settings)` (its foreachBatch sink)."""
+    """One streaming job: `module` provides `build(spark, settings)` (the streaming plan),
+    `sink(spark, settings)` (its foreachBatch sink) and `python_daemons(settings)` (what
+    streaming/worker_warmup.py starts for it)."""
 
     name: str
     system: str

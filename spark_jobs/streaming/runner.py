@@ -1,9 +1,10 @@
 """Run a streaming job by name: `tideline job run NAME [--available-now]`.
 
 The job catalog names the job's module, which provides `build(spark, settings) -> DataFrame`
-(the streaming plan) and `sink(spark, settings)` (its foreachBatch sink); the runner creates
-the topics of the job's system, adds the checkpoint, trigger, query name, progress reporting
-and a clean stop on SIGTERM/SIGINT.
+(the streaming plan), `sink(spark, settings)` (its foreachBatch sink) and
+`python_daemons(settings)` (the Python daemons its query needs, started while it is planned:
+streaming/worker_warmup.py); the runner creates the topics of the job's system, adds the
+checkpoint, trigger, query name, progress reporting and a clean stop on SIGTERM/SIGINT.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from spark_jobs.streaming.progress import ProgressFileListener
 from spark_jobs.streaming.spark_session import build_session
 from spark_jobs.streaming.state_layout import state_layout_advice
 from spark_jobs.streaming.timing import batches, mark
+from spark_jobs.streaming.worker_warmup import start_warm_up
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +40,8 @@ def start_job(
     (`wrap_sink` lets a benchmark time the sink without another copy of this wiring)."""
     entry = job(name)
     module = importlib.import_module(entry.module)  # only the job it starts: no other's imports
+    # its Python daemons start while the job is planned (streaming/worker_warmup.py)
+    start_warm_up(spark, module.python_daemons(settings))
     mark(name, "module_imported")
     ensure_topics(settings.kafka, system_topics(entry.system), settings.kafka.partitions)
     mark(name, "topics_ready")

@@ -55,6 +55,21 @@ def test_every_catalog_job_module_provides_build_and_sink():
         assert callable(module.build) and callable(module.sink), job.name
 
 
+def test_every_catalog_job_module_names_the_python_daemons_it_needs():
+    from spark_jobs.settings import load_settings
+    from spark_jobs.streaming.worker_warmup import ARROW, STATE
+
+    settings = load_settings(environ={})
+    for job in JOBS:
+        kinds = importlib.import_module(job.module).python_daemons(settings)
+        assert set(kinds) <= {ARROW, STATE}, job.name
+    fraud = importlib.import_module("spark_jobs.fraud.jobs.fraud_rules")
+    spark_mode = load_settings(environ={}, overrides={"fraud": {"state": "spark"}})
+    assert fraud.python_daemons(spark_mode) == (STATE,)
+    assert fraud.python_daemons(load_settings(environ={}, overrides={
+        "fraud": {"state": "driver"}})) == ()
+
+
 def test_the_key_keeps_one_timer_and_an_expired_one_is_not_deleted():
     handle = FakeHandle()
     keep_one_timer(handle, [100, 500], 900, watermark_ms=200)

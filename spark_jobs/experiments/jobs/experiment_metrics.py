@@ -56,6 +56,7 @@ from spark_jobs.streaming.lake.delta import (
     read_arrow,
     transaction_version,
 )
+from spark_jobs.streaming.worker_warmup import ARROW
 
 NAME = "experiment_metrics"
 PRIMARY_KEY = EXPERIMENT_METRICS.primary_key
@@ -204,6 +205,11 @@ class MetricsSink(BatchSink[pa.Table]):
                 self.outputs.app_id, batch_id, commit_info(self.outputs.app_id, rows, now),
                 tables=self.outputs.tables,
             )
+
+
+def python_daemons(settings: Settings) -> tuple[str, ...]:
+    """Its source and its per-user step run in Python workers (streaming/worker_warmup.py)."""
+    return (ARROW,)
 
 
 def sink(spark: SparkSession, settings: Settings) -> MetricsSink:

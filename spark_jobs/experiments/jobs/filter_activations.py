@@ -31,6 +31,7 @@ from spark_jobs.experiments.jobs.activation_batch import filter_batch, future_de
 from spark_jobs.experiments.jobs.filter_sink import FilterSink
 from spark_jobs.settings import Settings
 from spark_jobs.streaming.kafka.source import read_topic
+from spark_jobs.streaming.worker_warmup import ARROW
 
 NAME = "filter_activations"
 FILTERED_FIELDS = (
@@ -105,6 +106,11 @@ class FilteredActivationsSink(FilterSink):
         snapshot = F.broadcast(self.snapshot.current())
         plan = filter_batch(batch, snapshot, self.period_ms, self.settings.jobs.max_clock_skew_ms)
         return future_details(plan.toArrow())
+
+
+def python_daemons(settings: Settings) -> tuple[str, ...]:
+    """Its source runs in Python workers (streaming/worker_warmup.py)."""
+    return (ARROW,)
 
 
 def sink(spark: SparkSession, settings: Settings) -> FilteredActivationsSink:

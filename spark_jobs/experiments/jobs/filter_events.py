@@ -21,6 +21,7 @@ from spark_jobs.settings import Settings
 from spark_jobs.streaming.drops import OBSERVED
 from spark_jobs.streaming.event_time import FUTURE_COLUMN, future_by_ms, with_event_time
 from spark_jobs.streaming.kafka.source import read_topic
+from spark_jobs.streaming.worker_warmup import ARROW
 
 NAME = "filter_events"
 FILTERED_FIELDS = ("user_id", "event_type", "ts")
@@ -59,6 +60,11 @@ class FilteredEventsSink(FilterSink):
 
     def __init__(self, settings: Settings) -> None:
         super().__init__(settings, NAME)
+
+
+def python_daemons(settings: Settings) -> tuple[str, ...]:
+    """Its source and its capping run in Python workers (streaming/worker_warmup.py)."""
+    return (ARROW,)
 
 
 def sink(spark: SparkSession, settings: Settings) -> FilteredEventsSink:

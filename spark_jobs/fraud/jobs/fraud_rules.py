@@ -30,6 +30,7 @@ from spark_jobs.settings import Settings
 from spark_jobs.streaming.checkpoint import recorded_conf
 from spark_jobs.streaming.event_time import with_event_time
 from spark_jobs.streaming.kafka.source import read_topic
+from spark_jobs.streaming.worker_warmup import STATE
 
 
 def route(inputs: DataFrame, keys: list[int]) -> DataFrame:
@@ -88,6 +89,12 @@ def _shuffle_partitions(spark: SparkSession, settings: Settings) -> int:
     name = "spark.sql.shuffle.partitions"
     pinned = recorded_conf(settings.lake.checkpoint(NAME), name)
     return int(pinned if pinned is not None else spark.conf.get(name))
+
+
+def python_daemons(settings: Settings) -> tuple[str, ...]:
+    """The spark mode's shards run in transformWithState workers; the driver mode's source
+    hands records over from the planner and needs no worker (streaming/worker_warmup.py)."""
+    return (STATE,) if settings.fraud.state == "spark" else ()
 
 
 def sink(spark: SparkSession, settings: Settings) -> FraudAlertsSink:

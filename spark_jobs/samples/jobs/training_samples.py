@@ -69,6 +69,7 @@ from spark_jobs.streaming.lake.dead_letters import (
     KIND_DROPPED,
 )
 from spark_jobs.streaming.lake.delta import insert_new_once, table_exists
+from spark_jobs.streaming.worker_warmup import ARROW, STATE
 
 NAME = "training_samples"
 SAMPLE_FIELDS = TRAINING_SAMPLES.column_names
@@ -250,6 +251,12 @@ def _refused(origin: dict[str, Any], key: str, value: bytes, error: str) -> dict
     return {"topic": TOPIC_TRAINING_SAMPLES, "partition": None, "offset": None,
             "kafka_timestamp": None, "key": key, "raw_value": value, "reason": ERROR,
             "detail": f"the sample of the view at {view} was not published: {error}"}
+
+
+def python_daemons(settings: Settings) -> tuple[str, ...]:
+    """The source and the join run in Python workers, the de-duplication in transformWithState
+    ones, needed in that order (streaming/worker_warmup.py)."""
+    return (ARROW, STATE)
 
 
 def sink(spark: SparkSession, settings: Settings) -> TrainingSamplesSink:
