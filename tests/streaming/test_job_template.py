@@ -60,9 +60,15 @@ def test_every_catalog_job_module_names_the_python_daemons_it_needs():
     from spark_jobs.streaming.worker_warmup import ARROW, STATE
 
     settings = load_settings(environ={})
+    expected = {  # what each query runs in Python workers (streaming/worker_warmup.py)
+        "filter_events": (ARROW,), "filter_activations": (ARROW,),
+        "experiment_metrics": (ARROW,), "training_samples": (ARROW, STATE),
+        "fraud_rules": () if settings.fraud.state == "driver" else (STATE,),
+    }
+    assert {job.name for job in JOBS} == set(expected)
     for job in JOBS:
-        kinds = importlib.import_module(job.module).python_daemons(settings)
-        assert set(kinds) <= {ARROW, STATE}, job.name
+        assert importlib.import_module(job.module).python_daemons(settings) == expected[
+            job.name], job.name
     fraud = importlib.import_module("spark_jobs.fraud.jobs.fraud_rules")
     spark_mode = load_settings(environ={}, overrides={"fraud": {"state": "spark"}})
     assert fraud.python_daemons(spark_mode) == (STATE,)
