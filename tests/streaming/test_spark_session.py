@@ -8,7 +8,12 @@ from collections.abc import Iterator
 import pytest
 
 from spark_jobs.settings import load_settings
-from spark_jobs.streaming.spark_session import JIT_OPTIONS, quiet_py4j, session_conf
+from spark_jobs.streaming.spark_session import (
+    CHANGELOG_CHECKPOINTING,
+    JIT_OPTIONS,
+    quiet_py4j,
+    session_conf,
+)
 
 
 @pytest.fixture
@@ -61,3 +66,28 @@ def test_java_options_of_ones_own_replace_the_jit_default():
     assert JIT_OPTIONS not in conf["spark.driver.extraJavaOptions"]
     assert conf["spark.driver.extraJavaOptions"].startswith("-Dmine=1")
     assert conf["spark.executor.extraJavaOptions"] == JIT_OPTIONS
+
+
+def test_a_stateful_query_checkpoints_its_state_as_change_files(spark, tmp_path):
+    """RocksDB's changelog checkpointing (spark_session.CHANGELOG_CHECKPOINTING): a state
+    commit uploads the batch's changes, not a snapshot. A second run resumes from them and
+    still remembers the first run's keys."""
+    source, checkpoint = tmp_path / "in", tmp_path / "checkpoint"
+    source.mkdir()
+    rows: list[str] = []
+
+    def run(lines: list[str], name: str) -> None:
+        (source / name).write_text("\n".join(lines) + "\n")
+        query = (spark.readStream.schema("id STRING").json(str(source))
+                 .dropDuplicates(["id"]).writeStream
+                 .foreachBatch(lambda frame, _: rows.extend(r.id for r in frame.collect()))
+                 .option("checkpointLocation", str(checkpoint))
+                 .trigger(availableNow=True).start())
+        query.awaitTermination(120)
+
+    run(['{"id": "a"}', '{"id": "b"}'], "1.json")
+    run(['{"id": "b"}', '{"id": "c"}'], "2.json")
+    assert sorted(rows) == ["a", "b", "c"]
+    assert spark.conf.get(CHANGELOG_CHECKPOINTING) == "true"
+    changes = list((checkpoint / "state").rglob("*.changelog"))
+    assert changes, sorted(p.name for p in (checkpoint / "state").rglob("*"))
