@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import time
 import uuid
+import weakref
 from collections import defaultdict
 
 import pyarrow as pa
@@ -159,3 +161,30 @@ def test_failed_delivery_raises(make_settings) -> None:
 def test_mismatched_lengths_rejected(kafka: KafkaSettings) -> None:
     with pytest.raises(ValueError, match="keys"):
         produce_all(make_producer(kafka), "t", ["a"], [b"1", b"2"])
+
+
+class _Callback:
+    """A delivery callback that counts its calls (weakly referable, to see it released)."""
+
+    calls = 0
+
+    def __call__(self, error, message) -> None:
+        type(self).calls += 1
+
+
+def test_delivered_messages_call_no_python_and_release_their_callbacks(kafka) -> None:
+    """Only failures reach Python (every callback of ours ignores the rest): a delivered
+    message costs no Message object and no call. Each message's own callback is still
+    released once the message is delivered, so a long-running sink does not leak them."""
+    topic = _topic(kafka, 1)
+    producer = make_producer(kafka)
+    callbacks = [_Callback() for _ in range(50)]
+    released = [weakref.ref(callback) for callback in callbacks]
+    for index, callback in enumerate(callbacks):
+        producer.produce(topic, b"v", str(index), on_delivery=callback)
+    del callback, callbacks
+    assert producer.flush(15) == 0
+    gc.collect()
+    assert _Callback.calls == 0
+    assert [ref() for ref in released] == [None] * 50
+    assert sum(end_offsets(kafka, topic).values()) == 50

@@ -11,7 +11,8 @@ sample is lost from the topic.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from functools import partial
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
@@ -35,15 +36,13 @@ def publish_samples(producer: Producer, topic: str, keys: Sequence[str],
     refused: list[tuple[int, str]] = []
     failed: list[tuple[str | None, str]] = []
 
-    def on_delivery(index: int) -> Callable[[KafkaError | None, Message], None]:
-        def delivered(error: KafkaError | None, message: Message) -> None:
-            if error is None:
-                return
-            if error.code() in REFUSED:
-                refused.append((index, str(error)))
-            else:
-                failed.append((keys[index], str(error)))
-        return delivered
+    def delivered(index: int, error: KafkaError | None, message: Message) -> None:
+        if error is None:
+            return
+        if error.code() in REFUSED:
+            refused.append((index, str(error)))
+        else:
+            failed.append((keys[index], str(error)))
 
     for index, (key, value) in enumerate(zip(keys, values, strict=True)):
         if already and already[key_and_value(key, value)] > 0:
@@ -52,7 +51,7 @@ def publish_samples(producer: Producer, topic: str, keys: Sequence[str],
         while True:
             try:
                 producer.produce(topic, value, key, headers=headers,
-                                 on_delivery=on_delivery(index))
+                                 on_delivery=partial(delivered, index))
                 break
             except BufferError:
                 producer.poll(0.05)

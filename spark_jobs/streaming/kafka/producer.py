@@ -24,6 +24,11 @@ PRODUCER_DEFAULTS: dict[str, Any] = {
     "queue.buffering.max.messages": 1_000_000,
     "queue.buffering.max.kbytes": 1 << 20,
     "partitioner": "murmur2_random",
+    # Every delivery callback of ours looks at failures only. Without this the client builds
+    # a Message and calls into Python for each delivered one: in training_samples' driver,
+    # ~4.6 us of every sample published (py-spy; BENCHMARKS.md, seventeenth session). The
+    # Python client still frees each message's callback (confluent-kafka-python #140).
+    "delivery.report.only.error": True,
 }
 FLUSH_TIMEOUT_S = 120.0
 _POLL_EVERY = 10_000
