@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from deltalake import DeltaTable
 from helpers.topics import send
 
 from spark_jobs.contracts.tables import (
@@ -267,6 +268,11 @@ def test_a_view_id_re_sent_after_its_sample_or_under_another_user_yields_one_sam
     assert sum(duplicates(run_now(settings, "training_samples"))) == 2
     expected.insert(0, sample("clock", 9, 90, T0 + hour, {}))
     assert stored_samples(settings) == expected
+    # the insert of the hour-later samples looked for them by ts too, so that only the files
+    # of their ts are read (delta-rs's pruning filter; test_delta.py has the files it skips)
+    inserts = [c["operationParameters"] for c in DeltaTable(settings.lake.table(
+        TABLE_TRAINING_SAMPLES)).history() if c.get("operation") == "MERGE"]
+    assert inserts and f"ts = {T0 + hour}" in inserts[0]["predicate"], inserts
     published = sorted((s["sample_id"], s["user_id"], s["ts"]) for s in (
         decode_sample(m.value) for m in read_all(kafka, TOPIC_TRAINING_SAMPLES)))
     assert published == [("clock", 9, T0 + hour), ("r1", 1, T0), ("x1", 2, T0 + 1_000)]

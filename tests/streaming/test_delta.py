@@ -126,6 +126,25 @@ def test_insert_new_once_never_rewrites_a_key_and_skips_a_replay(uri, kept_open)
     assert rows(uri) == [(1, "first"), (2, "first"), (3, "later")]
 
 
+def test_insert_new_once_reads_only_the_files_a_time_key_can_match(uri):
+    """With an event time in the key, the merge reads the files whose ts statistics overlap
+    the batch, not the whole table (training_samples matches on (sample_id, ts)): a table
+    that grows for days keeps the cost of a batch's insert. A row already there is still
+    found in the file it is in."""
+    def timed(keys: list[str], ts: list[int]) -> pa.Table:
+        return pa.table({"id": keys, "ts": pa.array(ts, pa.int64())})
+
+    for day in range(5):  # five files, each its own range of ts
+        assert insert_new_once(uri, timed([f"d{day}-{i}" for i in range(3)],
+                                          [day * 100 + i for i in range(3)]),
+                               ["id", "ts"], "s", day)
+    assert insert_new_once(uri, timed(["d4-1", "new"], [401, 402]), ["id", "ts"], "s", 5)
+    merge = DeltaTable(uri).history(1)[0]["operationMetrics"]
+    assert (merge["num_target_files_scanned"], merge["num_target_files_skipped_during_scan"],
+            merge["num_target_rows_inserted"]) == (1, 4, 1)
+    assert sorted(read_arrow(uri)["id"].to_pylist())[-4:] == ["d4-0", "d4-1", "d4-2", "new"]
+
+
 def test_merge_once_composite_key_and_empty_batch(uri):
     two = pa.schema([("exp", pa.string()), ("w", pa.int64()), ("n", pa.int64())])
     merge_once(

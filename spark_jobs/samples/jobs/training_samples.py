@@ -11,7 +11,7 @@ watermark (`samples.lateness` behind the newest ts of either topic) passes view 
 `samples.window`. The driver then publishes the samples as Avro
 (schema versioned in spark_jobs/samples/encoding/schemas, Kafka compression
 `samples.compression`), dead-letters what could not be used, appends orphan engagements, and
-inserts the samples into the Delta table by sample_id: a replayed or re-delivered sample is
+inserts the samples into the Delta table by (sample_id, ts): a replayed or re-delivered sample is
 never written twice.
 
 Hostile input (CONTRACTS section 9): the processor dead-letters malformed, late and future
@@ -73,6 +73,12 @@ from spark_jobs.streaming.worker_warmup import ARROW, STATE
 
 NAME = "training_samples"
 SAMPLE_FIELDS = TRAINING_SAMPLES.column_names
+# What makes a sample "already in the table": its id and its view's event time. The same view
+# delivered again has both; the ts lets the insert read only the table's newest files, where
+# matching on sample_id alone read the whole table at every batch (a second per 2M samples,
+# growing without end). A view_id sent again after samples.dedup_ttl with another ts is a new
+# view (CONTRACTS section 9), and its sample is kept, as on the topic.
+SAMPLE_IDENTITY = (*TRAINING_SAMPLES.primary_key, "ts")
 ORPHAN_SCHEMA = ORPHAN_ENGAGEMENTS.arrow_schema()
 METRICS = "training_samples"  # name of the observed metrics in the query progress
 ORIGIN_FIELDS = ("topic", "partition", "offset", "kafka_timestamp", "key")
@@ -235,7 +241,7 @@ class TrainingSamplesSink(BatchSink[SampleBatch]):
                                 orphans.select(ORPHAN_SCHEMA.names).cast(ORPHAN_SCHEMA), batch_id)
         if table.num_rows:  # a batch without outputs needs no marker: its replay sends nothing
             insert_new_once(self.outputs.table_uri(TABLE_TRAINING_SAMPLES),
-                            collected.samples.cast(self.schema), TRAINING_SAMPLES.primary_key,
+                            collected.samples.cast(self.schema), SAMPLE_IDENTITY,
                             self.outputs.app_id, batch_id, tables=self.outputs.tables)
 
     def close(self) -> None:
