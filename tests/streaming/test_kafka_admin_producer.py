@@ -164,12 +164,13 @@ def test_mismatched_lengths_rejected(kafka: KafkaSettings) -> None:
 
 
 class _Callback:
-    """A delivery callback that counts its calls (weakly referable, to see it released)."""
+    """A delivery callback that records its calls (weakly referable, to see it released)."""
 
-    calls = 0
+    def __init__(self, calls: list) -> None:
+        self.calls = calls
 
     def __call__(self, error, message) -> None:
-        type(self).calls += 1
+        self.calls.append(error)
 
 
 def test_delivered_messages_call_no_python_and_release_their_callbacks(kafka) -> None:
@@ -178,13 +179,24 @@ def test_delivered_messages_call_no_python_and_release_their_callbacks(kafka) ->
     released once the message is delivered, so a long-running sink does not leak them."""
     topic = _topic(kafka, 1)
     producer = make_producer(kafka)
-    callbacks = [_Callback() for _ in range(50)]
+    calls: list = []
+    callbacks = [_Callback(calls) for _ in range(50)]
     released = [weakref.ref(callback) for callback in callbacks]
     for index, callback in enumerate(callbacks):
         producer.produce(topic, b"v", str(index), on_delivery=callback)
     del callback, callbacks
     assert producer.flush(15) == 0
     gc.collect()
-    assert _Callback.calls == 0
+    assert calls == []
     assert [ref() for ref in released] == [None] * 50
     assert sum(end_offsets(kafka, topic).values()) == 50
+
+
+def test_a_message_not_delivered_still_calls_its_callback_with_the_error(make_settings):
+    unreachable = make_settings("127.0.0.1:1").kafka
+    producer = make_producer(unreachable, **{"message.timeout.ms": 300, "log_level": 0})
+    calls: list = []
+    for index in range(3):
+        producer.produce("nowhere", b"v", str(index), on_delivery=_Callback(calls))
+    producer.flush(15)
+    assert len(calls) == 3 and all(error is not None for error in calls), calls

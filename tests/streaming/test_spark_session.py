@@ -39,6 +39,7 @@ def test_a_py4j_level_someone_configured_is_kept(py4j_logger: logging.Logger):
     assert py4j_logger.level == logging.DEBUG
 
 
+@pytest.mark.spark
 def test_the_session_jvm_compiles_with_the_first_tier_only(spark):
     """The JIT at its first tier: the optimising compiler's work competed with the jobs' on
     two cores (spark_session.JIT_OPTIONS). The archive's options are added, not instead."""
@@ -48,6 +49,7 @@ def test_the_session_jvm_compiles_with_the_first_tier_only(spark):
     assert spark.conf.get("spark.executor.extraJavaOptions") == JIT_OPTIONS
 
 
+@pytest.mark.spark
 def test_the_session_jvm_has_room_for_compiled_code(spark):
     """At the first tier alone the JVM reserves 48 MB for compiled code; several queries in
     one JVM (the demo, the pipeline, a test session) filled it and the JIT stopped until
@@ -68,6 +70,8 @@ def test_java_options_of_ones_own_replace_the_jit_default():
     assert conf["spark.executor.extraJavaOptions"] == JIT_OPTIONS
 
 
+@pytest.mark.spark
+@pytest.mark.integration
 def test_a_stateful_query_checkpoints_its_state_as_change_files(spark, tmp_path):
     """RocksDB's changelog checkpointing (spark_session.CHANGELOG_CHECKPOINTING): a state
     commit uploads the batch's changes, not a snapshot. A second run resumes from them and
@@ -83,7 +87,8 @@ def test_a_stateful_query_checkpoints_its_state_as_change_files(spark, tmp_path)
                  .foreachBatch(lambda frame, _: rows.extend(r.id for r in frame.collect()))
                  .option("checkpointLocation", str(checkpoint))
                  .trigger(availableNow=True).start())
-        query.awaitTermination(120)
+        assert query.awaitTermination(120), "the query did not end in 120 s"
+        assert query.exception() is None, query.exception()
 
     run(['{"id": "a"}', '{"id": "b"}'], "1.json")
     run(['{"id": "b"}', '{"id": "c"}'], "2.json")

@@ -27,7 +27,8 @@ PRODUCER_DEFAULTS: dict[str, Any] = {
     # Every delivery callback of ours looks at failures only. Without this the client builds
     # a Message and calls into Python for each delivered one: in training_samples' driver,
     # ~4.6 us of every sample published (py-spy; BENCHMARKS.md, seventeenth session). The
-    # Python client still frees each message's callback (confluent-kafka-python #140).
+    # Python client still frees each message's callback (confluent-kafka-python issue #84,
+    # fixed by #140). The client takes a Python bool here only ("true" fails at start).
     "delivery.report.only.error": True,
 }
 FLUSH_TIMEOUT_S = 120.0
