@@ -8,7 +8,9 @@ from __future__ import annotations
 import pytest
 from helpers.topics import send
 
+from spark_jobs.contracts.tables import TABLE_TRAINING_SAMPLES
 from spark_jobs.contracts.topics import TOPIC_VIEWS
+from spark_jobs.streaming.lake.delta import read_arrow
 
 pytestmark = pytest.mark.integration
 
@@ -63,3 +65,8 @@ def test_view_ids_are_forgotten_after_the_ttl_and_the_others_kept(
     send(kafka, TOPIC_VIEWS, [(T0, view("clock3", 99, T0 + 10 * MINUTE))], key="3")
     assert duplicates(run_now(settings, "training_samples")) == 0
     assert remembered(spark, settings) == {"clock3"}
+    # v0 sent again past its ttl is a new view: its sample is kept beside the first one
+    # (the table knows a sample by (sample_id, ts), as a consumer of the topic does)
+    samples = read_arrow(settings.lake.table(TABLE_TRAINING_SAMPLES)).to_pylist()
+    assert sorted((s["ts"], s["user_id"]) for s in samples if s["sample_id"] == "v0") == [
+        (T0, 1), (T0 + 5 * MINUTE + 3 * SECOND, 97)]

@@ -211,8 +211,7 @@ class TrainingSamplesSink(BatchSink[SampleBatch]):
         samples = collected.samples
         if samples.num_rows == 0:
             return
-        encode = self.encoder.encode
-        values = [encode(sample) for sample in samples.to_pylist()]
+        values = self.encoder.encode_table(samples)
         keys = [str(user) for user in samples["user_id"].to_pylist()]
         refused = publish_samples(self.producer, TOPIC_TRAINING_SAMPLES, keys, values,
                                   self.fence)

@@ -148,14 +148,9 @@ def insert_new_once(
     app_id already committed batch_id: an idempotent sink for records with deterministic ids
     that an at-least-once upstream may deliver twice. Within a batch the first row of a key
     wins. An empty batch is committed as an empty append (the batch marker). `tables`: as
-    for append_once.
-
-    The merge reads only the table's files whose statistics can hold the batch's keys:
-    delta-rs derives that filter from the source's min and max of each key column when the
-    source is not streamed. A key column that grows with time (an event time) keeps the scan
-    to the newest files; random ids alone still make every file a candidate (a merge into
-    2M rows took 1-2 s against 19-27 ms with the event time in the key: BENCHMARKS.md,
-    seventeenth session)."""
+    for append_once. Not streamed, the merge reads only the files whose statistics can hold
+    the batch's keys (delta-rs's filter from the source's min and max): an event time in the
+    key keeps a growing table's merge fast (BENCHMARKS.md, seventeenth session)."""
     key_list = _check_keys(data, keys)
     source = first_per_key(data, key_list)
 
