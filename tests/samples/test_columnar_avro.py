@@ -9,9 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spark_jobs.contracts.tables import training_samples
+from spark_jobs.samples.encoding import sample_avro
 from spark_jobs.samples.encoding.columnar_avro import (
     ColumnError,
     UnsupportedSchema,
+    _laid_out,
+    _pieces,
     encode_columns,
     varints,
 )
@@ -108,3 +111,77 @@ def test_a_type_it_does_not_write_is_left_to_the_per_sample_encoder():
     with pytest.raises(ColumnError, match="x is missing"):
         encode_columns(pa.table({"y": [1]}), {**schema, "fields": [
             {"name": "x", "type": "long"}, {"name": "y", "type": "long"}]}, b"")
+
+
+@pytest.mark.parametrize("avro_type", ["string", "long", "int",
+                                       {"type": "record", "name": "R",
+                                        "fields": [{"name": "a", "type": "long"}]}])
+def test_a_sliced_column_is_encoded_from_its_own_offset(avro_type):
+    """combine_chunks usually copies to offset 0; a column handed over as a slice is read
+    from where it starts (strings' offsets and bytes, a struct's children)."""
+    full = {"string": pa.array(["", "a", "é€", "bc", "xyz", "🎉"]),
+            "long": pa.array([1, -2, 3, -4, 5, -6]), "int": pa.array([1, -2, 3, -4, 5, -6]),
+            }.get(avro_type if isinstance(avro_type, str) else "",
+                  pa.array([{"a": v} for v in (1, -2, 3, -4, 5, -6)]))
+    schema = {"type": "record", "name": "S", "fields": [{"name": "f", "type": avro_type}]}
+    for start in (1, 2, 5):
+        part = full.slice(start)
+        expected = [encode_columns(pa.table({"f": part.take([i])}), schema, b"")[0]
+                    for i in range(len(part))]
+        pieces = _pieces(avro_type, part, "f")
+        assert _laid_out(pieces, len(part)) == expected
+
+
+@pytest.mark.parametrize(("value", "fits"), [
+    ((1 << 31) - 1, True), (-(1 << 31), True), (1 << 31, False), (-(1 << 31) - 1, False)])
+def test_an_int_field_takes_exactly_the_32_bit_range(value, fits):
+    row = {"sample_id": "s", "view_id": "v", "user_id": 1, "post_id": 1, "ts": 1,
+           "context": "{}", "labels": {**dict.fromkeys(DEFAULT_SIGNALS, 0), "like": value}}
+    labels = pa.struct([pa.field(s, pa.int64()) for s in DEFAULT_SIGNALS])
+    table = pa.Table.from_pylist([row], SCHEMA.set(6, pa.field("labels", labels)))
+    encoder = SampleEncoder()
+    if fits:
+        assert encoder.encode_table(table) == one_by_one(encoder, table)
+    else:
+        with pytest.raises(SampleEncodingError, match=r"labels\.like holds a value outside"):
+            encoder.encode_table(table)
+
+
+@pytest.mark.parametrize(("column", "message"), [
+    (pa.array([None], pa.int64()), "user_id is null"),
+    (pa.array([1 << 63], pa.uint64()), "outside Avro's long"),
+    (pa.array([True]), "user_id is bool, not an integer"),
+])
+def test_a_long_that_cannot_be_written_is_refused_not_wrapped(column, message):
+    table = pa.Table.from_pylist([{"sample_id": "s", "view_id": "v", "user_id": 1,
+                                   "post_id": 1, "ts": 1, "context": "{}",
+                                   "labels": dict.fromkeys(DEFAULT_SIGNALS, 0)}], SCHEMA)
+    table = table.set_column(2, "user_id", column)
+    with pytest.raises(SampleEncodingError, match=message):
+        SampleEncoder().encode_table(table)
+
+
+def test_dictionary_and_view_strings_are_encoded_as_plain_strings():
+    table = pa.Table.from_pylist([{"sample_id": f"s{i}", "view_id": "v", "user_id": i,
+                                   "post_id": 1, "ts": 1, "context": "{}",
+                                   "labels": dict.fromkeys(DEFAULT_SIGNALS, 0)}
+                                  for i in range(3)], SCHEMA)
+    encoder = SampleEncoder()
+    expected = one_by_one(encoder, table)
+    for kind in (pa.string_view(), pa.dictionary(pa.int32(), pa.string())):
+        changed = table.set_column(0, "sample_id", table["sample_id"].cast(kind))
+        assert encoder.encode_table(changed) == expected
+
+
+def test_the_encoder_falls_back_to_one_sample_at_a_time_for_a_type_it_does_not_write(
+        monkeypatch):
+    encoder = SampleEncoder()
+    table = pa.Table.from_pylist([{"sample_id": "s", "view_id": "v", "user_id": 1,
+                                   "post_id": 1, "ts": 1, "context": "{}",
+                                   "labels": dict.fromkeys(DEFAULT_SIGNALS, 0)}], SCHEMA)
+
+    def unsupported(*_args, **_kwargs):
+        raise UnsupportedSchema("a type of a newer schema")
+
+    monkeypatch.setattr(sample_avro, "encode_columns", unsupported)
+    assert encoder.encode_table(table) == one_by_one(encoder, table)
