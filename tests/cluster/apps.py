@@ -6,6 +6,7 @@ it pleases or while its executor runs a task of the job."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import subprocess
@@ -31,6 +32,9 @@ APP_TIMEOUT_S = 600
 # held, or killed when their stage is resubmitted; anything else is a fault the retry hid.
 RECOVERY_FAILURES = {"ExecutorLostFailure", "FetchFailed", "TaskKilled"}
 FREEZE_SETTLE_S = 1.0  # a frozen executor's last status update reaches the driver by then
+# How long a frozen worker waits to be handed a task: past the scheduler's locality wait (3 s),
+# after which a task that prefers the other executor is offered to any free one.
+TASK_WAIT_S = 8.0
 
 
 def start_cli(settings: Settings, name: str, arguments: list[str], folder: Path
@@ -85,9 +89,10 @@ def lose_worker(cluster: ClusterSettings, index: int) -> None:
     start_worker(cluster, index)
 
 
-def busy_worker(cluster: ClusterSettings, settings: Settings, job: str) -> int | None:
-    """The worker whose executor is running a task of the job right now (from the driver's
-    REST API; a standalone worker keeps each executor's folder `<work>/<app>/<executor>`)."""
+def busy_workers(cluster: ClusterSettings, settings: Settings, job: str) -> set[int] | None:
+    """The workers whose executor is running a task of the job right now, in the driver's
+    view (its REST API; a standalone worker keeps each executor's folder
+    `<work>/<app>/<executor>`); None while the driver cannot say."""
     app = read_application(settings, job)
     if app is None:
         return None
@@ -97,12 +102,10 @@ def busy_worker(cluster: ClusterSettings, settings: Settings, job: str) -> int |
     except (httpx.HTTPError, ValueError):
         return None
     work = Path(cluster.home) / "work"
-    for executor in executors:
-        if executor["id"] != "driver" and executor["isActive"] and executor["activeTasks"]:
-            for index in range(1, cluster.workers + 1):
-                if (work / worker_name(index) / app["app_id"] / executor["id"]).is_dir():
-                    return index
-    return None
+    return {index for executor in executors
+            if executor["id"] != "driver" and executor["isActive"] and executor["activeTasks"]
+            for index in range(1, cluster.workers + 1)
+            if (work / worker_name(index) / app["app_id"] / executor["id"]).is_dir()}
 
 
 def lose_busy_worker(cluster: ClusterSettings, settings: Settings, job: str,
@@ -110,24 +113,26 @@ def lose_busy_worker(cluster: ClusterSettings, settings: Settings, job: str,
     """lose_worker() a worker while its executor runs a task of the job: that task is lost
     with it and must be retried elsewhere. Returns the worker's index.
 
-    A task seen running may end before the kill lands (tasks of a small batch take
-    milliseconds), so the worker's whole session is frozen (SIGSTOP) first and killed only if
-    the driver, given time for any status update already sent, still counts a task running
-    there; otherwise it is thawed and the search goes on."""
+    Tasks of a small batch take milliseconds, and once the job has read its input no task
+    runs at all, so polling for a running task races the job. Instead each worker in turn is
+    frozen first (SIGSTOP on its whole session): the driver, unaware for a while, still hands
+    its executor tasks, and those stay running in its view. The worker is killed once the
+    driver counts such a task; if none comes within TASK_WAIT_S it is thawed and the next
+    worker is tried."""
     deadline = time.monotonic() + timeout_s
-    while True:
+    for index in itertools.cycle(range(1, cluster.workers + 1)):
         assert time.monotonic() < deadline, f"no task of {job} caught running"
-        index = busy_worker(cluster, settings, job)
-        if index is not None and _caught_running(cluster, settings, job, index):
+        if _caught_running(cluster, settings, job, index):
             lose_worker(cluster, index)
             return index
-        time.sleep(0.05)
+    raise AssertionError("unreachable")
 
 
 def _caught_running(cluster: ClusterSettings, settings: Settings, job: str, index: int
                     ) -> bool:
-    """Freeze worker `index`'s session; True (left frozen) if a task of the job still runs
-    there in the driver's view a moment later, else thaw it and say False."""
+    """Freeze worker `index`'s session; True (left frozen) if, once any status update sent
+    before the freeze has landed, the driver counts a task of the job running there within
+    TASK_WAIT_S; else thaw it and say False."""
     record = read_record(Path(cluster.home), worker_name(index))
     assert record is not None, f"worker {index} was never started"
     members = daemon_session(record)
@@ -135,8 +140,11 @@ def _caught_running(cluster: ClusterSettings, settings: Settings, job: str, inde
         with contextlib.suppress(psutil.Error):
             process.suspend()
     time.sleep(FREEZE_SETTLE_S)
-    if busy_worker(cluster, settings, job) == index:
-        return True
+    waited_until = time.monotonic() + TASK_WAIT_S
+    while time.monotonic() < waited_until:
+        if index in (busy_workers(cluster, settings, job) or set()):
+            return True
+        time.sleep(0.1)
     for process in members:
         with contextlib.suppress(psutil.Error):
             process.resume()

@@ -50,7 +50,7 @@ def test_fraud_rules_spark_state_survives_a_lost_worker_exactly(
     settings = load_settings(environ={}, overrides={
         "kafka": {"bootstrap": own_broker}, "lake": {"root": str(tmp_path / "lake")},
         "fraud": {"state": "spark", "shards": 2},
-        "jobs": {"max_records_per_trigger": 300},  # one batch per rule, then four
+        "jobs": {"max_records_per_trigger": 100},  # a dozen batches: the kill lands mid-run
         "spark": {"master": standalone_cluster.master_url}})
     kafka = settings.kafka
     ensure_topics(kafka, system_topics("fraud"), kafka.partitions)
