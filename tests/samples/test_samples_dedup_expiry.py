@@ -5,11 +5,15 @@ the ttl, and one still remembered in a bucket whose other ids expired is still a
 
 from __future__ import annotations
 
+import datetime
+
 import pytest
 from helpers.topics import send
 
 from spark_jobs.contracts.tables import TABLE_TRAINING_SAMPLES
 from spark_jobs.contracts.topics import TOPIC_VIEWS
+from spark_jobs.samples.shadow.compare import compare_samples, in_period
+from spark_jobs.samples.shadow.run import batch_samples, streaming_samples
 from spark_jobs.streaming.lake.delta import read_arrow
 
 pytestmark = pytest.mark.integration
@@ -56,13 +60,17 @@ def test_view_ids_are_forgotten_after_the_ttl_and_the_others_kept(
     assert remembered(spark, settings) == {"clock"}  # the others' ts + 20 s is behind
 
     # clock again within the ttl: a duplicate; v0 again past its ttl: a new first arrival
-    send(kafka, TOPIC_VIEWS, [(T0, view("clock", 98, T0 + 5 * MINUTE + 2 * SECOND)),
-                              (T0, view("v0", 97, T0 + 5 * MINUTE + 3 * SECOND)),
-                              (T0, view("clock2", 99, T0 + 5 * MINUTE + 4 * SECOND))], key="2")
+    # (Kafka times in sending order: the batch recomputation orders arrivals by them)
+    sent = T0 + SECOND
+    send(kafka, TOPIC_VIEWS, [(sent, view("clock", 98, T0 + 5 * MINUTE + 2 * SECOND)),
+                              (sent, view("v0", 97, T0 + 5 * MINUTE + 3 * SECOND)),
+                              (sent, view("clock2", 99, T0 + 5 * MINUTE + 4 * SECOND))],
+         key="2")
     assert duplicates(run_now(settings, "training_samples")) == 1
     assert remembered(spark, settings) == {"clock", "v0", "clock2"}
 
-    send(kafka, TOPIC_VIEWS, [(T0, view("clock3", 99, T0 + 10 * MINUTE))], key="3")
+    send(kafka, TOPIC_VIEWS, [(T0 + 2 * SECOND, view("clock3", 99, T0 + 10 * MINUTE))],
+         key="3")
     assert duplicates(run_now(settings, "training_samples")) == 0
     assert remembered(spark, settings) == {"clock3"}
     # v0 sent again past its ttl is a new view: its sample is kept beside the first one
@@ -70,3 +78,11 @@ def test_view_ids_are_forgotten_after_the_ttl_and_the_others_kept(
     samples = read_arrow(settings.lake.table(TABLE_TRAINING_SAMPLES)).to_pylist()
     assert sorted((s["ts"], s["user_id"]) for s in samples if s["sample_id"] == "v0") == [
         (T0, 1), (T0 + 5 * MINUTE + 3 * SECOND, 97)]
+    # and the daily shadow check agrees: the batch recomputation has both samples of v0
+    # too (clock3's window is still open: only the samples before it are compared)
+    day = datetime.date(2026, 1, 1)
+    closed = (T0, T0 + 6 * MINUTE)
+    report = compare_samples(in_period(streaming_samples(settings, day), *closed),
+                             in_period(batch_samples(spark, settings, day), *closed),
+                             settings.samples.signals)
+    assert report.agrees and report.matched == 15, report.as_dict()

@@ -142,3 +142,31 @@ def test_in_period() -> None:
     filtered = in_period(table, 100, 200)
     assert isinstance(filtered, pa.Table)
     assert filtered.column("ts").to_pylist() == [100, 150, 199]
+
+
+def test_a_view_re_sent_after_the_ttl_is_a_second_sample_of_its_id() -> None:
+    """CONTRACTS section 9: a view_id seen again after samples.dedup_ttl is a new view, so
+    both sides may hold its id twice, at two ts: that is agreement, not a duplicate."""
+    batch = [_sample("v", ts=1_000, like=1), _sample("v", ts=90_000_000), _sample("w")]
+    report = compare_samples(list(reversed(batch)), batch, SIGNALS)
+    assert (report.matched, report.duplicates_in_streaming, report.batch_samples) == (3, 0, 3)
+    assert report.agrees
+
+    only_first = compare_samples(batch[:1] + batch[2:], batch, SIGNALS)
+    assert (only_first.matched, only_first.missing_in_streaming) == (2, 1)
+    assert [(d.kind, d.batch["ts"]) for d in only_first.examples] == [
+        (MISSING_IN_STREAMING, 90_000_000)]
+
+    written_twice = compare_samples([*batch, batch[1]], batch, SIGNALS)
+    assert (written_twice.matched, written_twice.duplicates_in_streaming) == (3, 1)
+    assert not written_twice.agrees
+
+    wrong_ts = compare_samples([batch[0], _sample("v", ts=90_000_001), batch[2]], batch,
+                               SIGNALS)
+    assert (wrong_ts.matched, wrong_ts.differing, wrong_ts.missing_in_streaming,
+            wrong_ts.extra_in_streaming) == (2, 1, 0, 0)
+    assert wrong_ts.field_differences["ts"] == 1 and not wrong_ts.agrees
+
+    re_sent_only_in_streaming = compare_samples(batch, batch[:1] + batch[2:], SIGNALS)
+    assert (re_sent_only_in_streaming.matched,
+            re_sent_only_in_streaming.extra_in_streaming) == (2, 1)

@@ -2,8 +2,12 @@
 
 Pure Python on lists of dicts or pyarrow tables (one day of samples fits in memory on the
 driver); no Spark, so the rules of agreement are unit-tested on their own. Samples are paired
-by sample_id. `context` is compared as parsed JSON (key order and spacing are not part of the
-contract), every other field exactly; labels field by field (`labels.<signal>`).
+by (sample_id, ts), the table's identity: a view_id re-sent after samples.dedup_ttl is a new
+view under the same sample_id (CONTRACTS section 9). Those left unpaired are then paired by
+sample_id alone, in ts order, so that a sample with a wrong ts is reported as differing in
+`ts` rather than as one missing and one extra. `context` is compared as parsed JSON (key
+order and spacing are not part of the contract), every other field exactly; labels field by
+field (`labels.<signal>`).
 """
 
 from __future__ import annotations
@@ -123,12 +127,36 @@ def _rows(samples: Rows) -> list[dict[str, Any]]:
     return [dict(row) for row in samples]
 
 
-def _by_id(rows: list[dict[str, Any]]) -> tuple[dict[str, dict[str, Any]], int]:
-    """Rows by sample_id (first one kept) and how many rows repeated an id."""
-    found: dict[str, dict[str, Any]] = {}
+Identity = tuple[Any, Any]  # (sample_id, ts)
+
+
+def _by_identity(rows: list[dict[str, Any]]) -> tuple[dict[Identity, dict[str, Any]], int]:
+    """Rows by (sample_id, ts) (first one kept) and how many rows repeated one."""
+    found: dict[Identity, dict[str, Any]] = {}
     for row in rows:
-        found.setdefault(row.get("sample_id"), row)  # type: ignore[arg-type]
+        found.setdefault((row.get("sample_id"), row.get("ts")), row)
     return found, len(rows) - len(found)
+
+
+def _ts_order(identity: Identity) -> tuple[bool, Any]:
+    return identity[1] is None, identity[1] or 0
+
+
+def _pair_leftovers(streaming: list[Identity], batch: list[Identity]
+                    ) -> tuple[list[tuple[Identity, Identity]], list[Identity], list[Identity]]:
+    """Unpaired samples of both sides paired by sample_id alone, each id's in ts order:
+    the pairs, then the batch's and the streaming side's samples still alone."""
+    by_id: dict[Any, list[Identity]] = {}
+    for identity in sorted(streaming, key=_ts_order):
+        by_id.setdefault(identity[0], []).append(identity)
+    pairs, missing = [], []
+    for identity in sorted(batch, key=_ts_order):
+        waiting = by_id.get(identity[0])
+        if waiting:
+            pairs.append((waiting.pop(0), identity))
+        else:
+            missing.append(identity)
+    return pairs, missing, [i for left in by_id.values() for i in left]
 
 
 def _json(text: Any) -> tuple[bool, Any]:
@@ -182,43 +210,44 @@ def compare_samples(
     streaming_schema: pa.Schema | None = None,
     batch_schema: pa.Schema | None = None,
 ) -> ShadowReport:
-    """Pair samples by sample_id and count agreement. Schemas are taken from pyarrow tables,
-    or given; a side without one is not schema-checked."""
+    """Pair samples by (sample_id, ts), then by sample_id, and count agreement. Schemas are
+    taken from pyarrow tables, or given; a side without one is not schema-checked."""
     if isinstance(streaming, pa.Table) and streaming_schema is None:
         streaming_schema = streaming.schema
     if isinstance(batch, pa.Table) and batch_schema is None:
         batch_schema = batch.schema
-    s_by_id, s_repeats = _by_id(_rows(streaming))
-    b_by_id, b_repeats = _by_id(_rows(batch))
+    s_rows, s_repeats = _by_identity(_rows(streaming))
+    b_rows, b_repeats = _by_identity(_rows(batch))
     field_counts = {name: 0 for name in [*SCALAR_FIELDS, *(f"labels.{s}" for s in signals)]}
     differences: list[Difference] = []
-    matched = differing = 0
-    for sample_id, expected in b_by_id.items():
-        got = s_by_id.get(sample_id)
-        if got is None:
-            differences.append(Difference(sample_id, MISSING_IN_STREAMING, [], None, expected))
-            continue
-        fields = differing_fields(got, expected, signals)
+    matched = 0
+    pairs = [(i, i) for i in b_rows if i in s_rows]
+    leftovers, missing, extra = _pair_leftovers([i for i in s_rows if i not in b_rows],
+                                                [i for i in b_rows if i not in s_rows])
+    for got, expected in (*pairs, *leftovers):
+        fields = differing_fields(s_rows[got], b_rows[expected], signals)
         if not fields:
             matched += 1
             continue
-        differing += 1
         for name in fields:
             field_counts[name] = field_counts.get(name, 0) + 1
-        differences.append(Difference(sample_id, DIFFERS, fields, got, expected))
-    extra = [sid for sid in s_by_id if sid not in b_by_id]
-    differences += [Difference(sid, EXTRA_IN_STREAMING, [], s_by_id[sid], None) for sid in extra]
+        differences.append(Difference(expected[0], DIFFERS, fields, s_rows[got],
+                                      b_rows[expected]))
+    differences += [Difference(i[0], MISSING_IN_STREAMING, [], None, b_rows[i])
+                    for i in missing]
+    differences += [Difference(i[0], EXTRA_IN_STREAMING, [], s_rows[i], None) for i in extra]
+    differing = len(pairs) + len(leftovers) - matched
     return ShadowReport(
-        batch_samples=len(b_by_id) + b_repeats,
-        streaming_samples=len(s_by_id) + s_repeats,
+        batch_samples=len(b_rows) + b_repeats,
+        streaming_samples=len(s_rows) + s_repeats,
         matched=matched,
-        missing_in_streaming=len(b_by_id) - matched - differing,
+        missing_in_streaming=len(missing),
         extra_in_streaming=len(extra),
         differing=differing,
         field_differences=field_counts,
         duplicates_in_streaming=s_repeats,
         duplicates_in_batch=b_repeats,
-        match_rate=_rate(matched, len(b_by_id) + b_repeats + len(extra)),
+        match_rate=_rate(matched, len(b_rows) + b_repeats + len(extra)),
         schema=compare_schemas(streaming_schema, batch_schema, signals),
         examples=_examples(differences, max_examples),
     )
