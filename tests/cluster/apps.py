@@ -109,9 +109,10 @@ def busy_workers(cluster: ClusterSettings, settings: Settings, job: str) -> set[
 
 
 def lose_busy_worker(cluster: ClusterSettings, settings: Settings, job: str,
-                     timeout_s: float = 120) -> int:
-    """lose_worker() a worker while its executor runs a task of the job: that task is lost
-    with it and must be retried elsewhere. Returns the worker's index.
+                     process: subprocess.Popen[bytes], timeout_s: float = 120) -> int:
+    """lose_worker() a worker while its executor runs a task of the job (the application
+    `process`): that task is lost with it and must be retried elsewhere. Returns the
+    worker's index.
 
     Tasks of a small batch take milliseconds, and once the job has read its input no task
     runs at all, so polling for a running task races the job. Instead each worker in turn is
@@ -121,6 +122,7 @@ def lose_busy_worker(cluster: ClusterSettings, settings: Settings, job: str,
     worker is tried."""
     deadline = time.monotonic() + timeout_s
     for index in itertools.cycle(range(1, cluster.workers + 1)):
+        assert process.poll() is None, f"{job} ended before a task of it was caught running"
         assert time.monotonic() < deadline, f"no task of {job} caught running"
         if _caught_running(cluster, settings, job, index):
             lose_worker(cluster, index)
@@ -132,23 +134,26 @@ def _caught_running(cluster: ClusterSettings, settings: Settings, job: str, inde
                     ) -> bool:
     """Freeze worker `index`'s session; True (left frozen) if, once any status update sent
     before the freeze has landed, the driver counts a task of the job running there within
-    TASK_WAIT_S; else thaw it and say False."""
+    TASK_WAIT_S; else (or on any error) thaw it and say False."""
     record = read_record(Path(cluster.home), worker_name(index))
     assert record is not None, f"worker {index} was never started"
     members = daemon_session(record)
     for process in members:
         with contextlib.suppress(psutil.Error):
             process.suspend()
-    time.sleep(FREEZE_SETTLE_S)
-    waited_until = time.monotonic() + TASK_WAIT_S
-    while time.monotonic() < waited_until:
-        if index in (busy_workers(cluster, settings, job) or set()):
-            return True
-        time.sleep(0.1)
-    for process in members:
-        with contextlib.suppress(psutil.Error):
-            process.resume()
-    return False
+    caught = False
+    try:
+        time.sleep(FREEZE_SETTLE_S)
+        waited_until = time.monotonic() + TASK_WAIT_S
+        while not caught and time.monotonic() < waited_until:
+            caught = index in (busy_workers(cluster, settings, job) or set())
+            time.sleep(0 if caught else 0.1)
+    finally:
+        if not caught:  # a frozen worker would stall every later test of the cluster
+            for process in members:
+                with contextlib.suppress(psutil.Error):
+                    process.resume()
+    return caught
 
 
 def failed_tasks(settings: Settings, job: str) -> list[str]:

@@ -66,7 +66,7 @@ def test_fraud_rules_spark_state_survives_a_lost_worker_exactly(
     folder = tmp_path
     job = start_job(settings, JOB, folder)
     wait_for_batch(settings, JOB, job, folder, 1)
-    lose_busy_worker(standalone_cluster, settings, JOB)
+    lose_busy_worker(standalone_cluster, settings, JOB, job)
     finish(job, JOB, folder)
     assert wait_until(lambda: len(alive_workers(master_status(standalone_cluster))) == 2, 90)
 

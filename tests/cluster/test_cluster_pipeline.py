@@ -121,7 +121,7 @@ def pipeline(standalone_cluster: ClusterSettings, traffic: Any) -> Settings:
     run_filters(settings, folder)
     metrics_job = start_job(settings, "experiment_metrics", folder)
     wait_for_batch(settings, "experiment_metrics", metrics_job, folder, 1)
-    lose_busy_worker(standalone_cluster, settings, "experiment_metrics")
+    lose_busy_worker(standalone_cluster, settings, "experiment_metrics", metrics_job)
     finish(metrics_job, "experiment_metrics", folder)
     assert wait_until(lambda: len(alive_workers(master_status(standalone_cluster))) == 2, 90)
     return settings

@@ -69,7 +69,7 @@ def test_counts_and_examples() -> None:
     assert report.extra_in_streaming == 1
     assert report.duplicates_in_streaming == 1
     assert report.duplicates_in_batch == 0
-    assert report.match_rate == 2 / 6, "matched over the ids of either side (5 + 1 extra)"
+    assert report.match_rate == 2 / 6, "matched over the samples of either side (5 + 1 extra)"
     assert report.field_differences == {
         "view_id": 0, "user_id": 0, "post_id": 0, "ts": 1, "context": 0,
         "labels.like": 0, "labels.share": 1, "labels.comment": 1,
@@ -170,3 +170,22 @@ def test_a_view_re_sent_after_the_ttl_is_a_second_sample_of_its_id() -> None:
     re_sent_only_in_streaming = compare_samples(batch, batch[:1] + batch[2:], SIGNALS)
     assert (re_sent_only_in_streaming.matched,
             re_sent_only_in_streaming.extra_in_streaming) == (2, 1)
+
+    kept_within_ttl = compare_samples([*batch, _sample("w", ts=2_000)], batch, SIGNALS)
+    assert (kept_within_ttl.matched, kept_within_ttl.extra_in_streaming,
+            kept_within_ttl.duplicates_in_streaming) == (3, 1, 1), \
+        "a second sample of w that the batch does not have: the de-duplication missed it"
+
+
+def test_samples_left_over_pair_by_the_nearest_ts() -> None:
+    batch = [_sample("v", ts=1_000), _sample("v", ts=90_000_000)]
+    report = compare_samples([_sample("v", ts=90_000_001)], batch, SIGNALS)
+    assert (report.differing, report.missing_in_streaming) == (1, 1)
+    assert [(d.kind, d.batch["ts"]) for d in report.examples] == [
+        (DIFFERS, 90_000_000), (MISSING_IN_STREAMING, 1_000)]
+    assert report.field_differences["ts"] == 1
+
+    no_ts = compare_samples([_sample("v", ts=None), _sample("u", ts=None)], batch, SIGNALS)
+    assert (no_ts.differing, no_ts.missing_in_streaming, no_ts.extra_in_streaming) == (1, 1, 1)
+    assert [(d.kind, d.sample_id) for d in no_ts.examples] == [
+        (DIFFERS, "v"), (MISSING_IN_STREAMING, "v"), (EXTRA_IN_STREAMING, "u")]

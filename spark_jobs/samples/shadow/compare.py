@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 
 from spark_jobs.contracts.tables import TRAINING_SAMPLES, training_samples
 
-# Compared as they are; sample_id pairs the samples, labels are compared field by field.
+# Compared as they are; (sample_id, ts) pairs the samples, labels field by field.
 SCALAR_FIELDS = TRAINING_SAMPLES.drop("sample_id", "labels").column_names
 MISSING_IN_STREAMING = "missing_in_streaming"
 EXTRA_IN_STREAMING = "extra_in_streaming"
@@ -101,6 +101,8 @@ class ShadowReport:
     extra_in_streaming: int
     differing: int
     field_differences: dict[str, int]
+    # a (sample_id, ts) written again, or a sample of an id beyond the batch's count of it
+    # (also among the extra ones): the streaming side repeated a view
     duplicates_in_streaming: int
     duplicates_in_batch: int
     match_rate: float
@@ -138,25 +140,36 @@ def _by_identity(rows: list[dict[str, Any]]) -> tuple[dict[Identity, dict[str, A
     return found, len(rows) - len(found)
 
 
-def _ts_order(identity: Identity) -> tuple[bool, Any]:
-    return identity[1] is None, identity[1] or 0
+def _distance(a: Identity, b: Identity) -> tuple[bool, int]:
+    """How far apart two samples of one id are in ts (a missing ts: farther than any)."""
+    if a[1] is None or b[1] is None:
+        return True, 0
+    return False, abs(a[1] - b[1])
 
 
 def _pair_leftovers(streaming: list[Identity], batch: list[Identity]
                     ) -> tuple[list[tuple[Identity, Identity]], list[Identity], list[Identity]]:
-    """Unpaired samples of both sides paired by sample_id alone, each id's in ts order:
-    the pairs, then the batch's and the streaming side's samples still alone."""
+    """Unpaired samples of both sides paired by sample_id alone, the nearest ts first: the
+    pairs, then the batch's and the streaming side's samples still alone."""
     by_id: dict[Any, list[Identity]] = {}
-    for identity in sorted(streaming, key=_ts_order):
+    for identity in streaming:
         by_id.setdefault(identity[0], []).append(identity)
-    pairs, missing = [], []
-    for identity in sorted(batch, key=_ts_order):
-        waiting = by_id.get(identity[0])
-        if waiting:
-            pairs.append((waiting.pop(0), identity))
-        else:
-            missing.append(identity)
-    return pairs, missing, [i for left in by_id.values() for i in left]
+    candidates = sorted(
+        ((_distance(s, b), str(b[0]), _order(b), _order(s), s, b)
+         for b in batch for s in by_id.get(b[0], ())), key=lambda c: c[:4])
+    pairs: list[tuple[Identity, Identity]] = []
+    taken: set[Identity] = set()
+    for *_, s, b in candidates:
+        if s not in taken and b not in taken:
+            pairs.append((s, b))
+            taken.update((s, b))
+    return (pairs, sorted((b for b in batch if b not in taken), key=_order),
+            sorted((s for s in streaming if s not in taken), key=_order))
+
+
+def _order(identity: Identity) -> tuple[str, bool, int]:
+    """A deterministic order of samples: by sample_id (as text), then ts (missing last)."""
+    return str(identity[0]), identity[1] is None, identity[1] or 0
 
 
 def _json(text: Any) -> tuple[bool, Any]:
@@ -237,6 +250,11 @@ def compare_samples(
                     for i in missing]
     differences += [Difference(i[0], EXTRA_IN_STREAMING, [], s_rows[i], None) for i in extra]
     differing = len(pairs) + len(leftovers) - matched
+    # an id the streaming side holds more often than the batch: a re-send the de-duplication
+    # should have dropped (within samples.dedup_ttl), so a duplicate as much as an extra
+    alone = set(missing)
+    paired = {identity[0] for identity in b_rows if identity not in alone}
+    repeated_ids = sum(1 for identity in extra if identity[0] in paired)
     return ShadowReport(
         batch_samples=len(b_rows) + b_repeats,
         streaming_samples=len(s_rows) + s_repeats,
@@ -245,7 +263,7 @@ def compare_samples(
         extra_in_streaming=len(extra),
         differing=differing,
         field_differences=field_counts,
-        duplicates_in_streaming=s_repeats,
+        duplicates_in_streaming=s_repeats + repeated_ids,
         duplicates_in_batch=b_repeats,
         match_rate=_rate(matched, len(b_rows) + b_repeats + len(extra)),
         schema=compare_schemas(streaming_schema, batch_schema, signals),
@@ -258,9 +276,10 @@ def _rate(matched: int, compared: int) -> float:
 
 
 def _examples(differences: list[Difference], limit: int) -> list[Difference]:
-    """Up to `limit` differences, taken in turn from each kind (by sample_id within a kind)."""
+    """Up to `limit` differences, taken in turn from each kind (by sample_id and ts within
+    a kind)."""
     queues = [
-        sorted((d for d in differences if d.kind == kind), key=lambda d: str(d.sample_id))
+        sorted((d for d in differences if d.kind == kind), key=_example_order)
         for kind in (DIFFERS, MISSING_IN_STREAMING, EXTRA_IN_STREAMING)
     ]
     out: list[Difference] = []
@@ -269,6 +288,11 @@ def _examples(differences: list[Difference], limit: int) -> list[Difference]:
         if len(out) >= limit:
             break
     return out[:limit]
+
+
+def _example_order(difference: Difference) -> tuple[str, bool, int]:
+    row = difference.batch if difference.batch is not None else difference.streaming
+    return _order((difference.sample_id, (row or {}).get("ts")))
 
 
 def in_period(samples: Rows, start_ms: int, end_ms: int) -> Rows:
