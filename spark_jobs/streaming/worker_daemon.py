@@ -15,6 +15,9 @@ BLAS and multi-threaded Arrow conversions). OpenBLAS is held to one thread unles
 environment says otherwise: a task uses one core, and each worker would start a thread per
 core.
 
+The daemon also installs the workers' direct conversion of nullable integer columns
+(streaming/arrow_integers.py) before it forks them.
+
 `spark.python.daemon.module` names this module (streaming/spark_session.py BASE_CONF); Spark
 runs it with `python -m` in each executor's Python, which imports this package as the driver
 does (the same virtualenv).
@@ -31,6 +34,8 @@ from collections.abc import Sequence
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy is imported (see above)
 
 import pyspark.daemon
+
+from spark_jobs.streaming import arrow_integers
 
 # What the workers of Tideline's jobs import (their UDFs' modules and what those pull in).
 PREIMPORTED: tuple[str, ...] = (
@@ -66,5 +71,8 @@ def preimport(names: Sequence[str] = PREIMPORTED) -> list[str]:
 
 
 if __name__ == "__main__":
+    if not arrow_integers.install():
+        print("tideline worker daemon: PySpark's integer conversion left as it is",
+              file=sys.stderr)
     preimport()
     pyspark.daemon.manager()

@@ -53,3 +53,25 @@ def test_a_python_worker_starts_with_the_modules_imported_and_frozen(spark):
         worker_state).collect()
     assert imported
     assert frozen > 10_000  # pandas and pyarrow alone are tens of thousands of objects
+
+
+@pytest.mark.spark
+def test_a_pandas_udfs_nullable_integers_arrive_exact_through_the_direct_conversion(spark):
+    """The daemon installed streaming/arrow_integers.py in its workers: a grouped pandas
+    function sees int64 values beyond float precision and nulls as they were."""
+    import pandas as pd
+
+    def seen(frame: pd.DataFrame) -> pd.DataFrame:
+        from pyspark.sql.conversion import ArrowArrayToPandasConversion
+
+        direct = getattr(ArrowArrayToPandasConversion.convert_numpy.__func__,
+                         "_tideline_direct_integers", False)
+        values = [None if pd.isna(v) else int(v) for v in frame["v"]]
+        return pd.DataFrame({"direct": [direct], "dtype": [str(frame["v"].dtype)],
+                             "values": [",".join(map(str, sorted(values, key=str)))]})
+
+    rows = [(1, 2**62 + 1), (1, None), (1, -(2**63))]
+    got = (spark.createDataFrame(rows, "k long, v long").groupBy("k")
+           .applyInPandas(seen, "direct boolean, dtype string, values string").collect())
+    assert [tuple(r) for r in got] == [
+        (True, "Int64", f"-{2**63},{2**62 + 1},None")]
