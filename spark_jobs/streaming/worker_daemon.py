@@ -44,6 +44,8 @@ PREIMPORTED: tuple[str, ...] = (
     "pyspark.sql.pandas.serializers",
     "pyspark.sql.streaming.stateful_processor_api_client",
     "pyspark.sql.streaming.stateful_processor_util",
+    # GroupState.update imports it at its first call (PySpark 4.3): 16 ms a worker otherwise
+    "pyspark.testing.utils",
     "spark_jobs.experiments.processors.cap_processor",
     "spark_jobs.experiments.processors.metrics_processor",
     "spark_jobs.fraud.processors.shard_processor",
