@@ -1,5 +1,5 @@
-"""Spark's Arrow-to-pandas conversion of integer columns in the Python workers, without a
-Python object per value when a column has nulls.
+"""Spark's Arrow-to-pandas conversion of integer columns in the Python workers, exact and
+without a Python object per value when a column has nulls.
 
 Why: the jobs set `spark.sql.execution.pythonUDF.pandas.preferIntExtensionDtype` (a null in a
 float64 column would round large int64 values), so PySpark 4.3 turns each integer column of
@@ -8,9 +8,12 @@ a pandas UDF's input into a nullable pandas array by
 null, pandas does that cast value by value through Python objects: 1.8 ms per 10k values
 against 0.05 ms built from the Arrow buffers (values with the nulls zeroed, and the null
 mask), measured on this machine; 7.8 % of the Python workers' CPU in the pipeline benchmark
-(BENCHMARKS.md, eighteenth session). `install()` wraps PySpark's converter so that integer
-columns take the direct path and every other column the original one; the result is the
-same Series (values, mask, dtype, name), checked by tests against the original.
+(BENCHMARKS.md, eighteenth session). That cast also goes through float64 and checks only the
+largest value for lost precision, so a value below -2**53 beside a null comes out rounded
+(pandas 2.3.3: [None, 0, -2**53 - 1] gives -2**53). `install()` wraps PySpark's converter so
+that integer columns whose Arrow type is the Spark type's take the direct path, every other
+column the original one; the result is PySpark's Series (dtype, index, name, writable
+values) with every value exact, checked by tests.
 
 Installed by the worker daemon (streaming/worker_daemon.py) before it forks the workers.
 When the converter is not what this module knows (another PySpark), nothing is changed.
@@ -37,7 +40,8 @@ def integer_series(arr: pa.Array | pa.ChunkedArray, numpy_type: Any, name: Any) 
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
     filled = pc.fill_null(arr, 0) if arr.null_count else arr
-    data = filled.to_numpy(zero_copy_only=False).astype(numpy_type, copy=False)
+    # a copy: Arrow's buffers are read-only, PySpark's Series are not
+    data = np.array(filled.to_numpy(zero_copy_only=False), dtype=numpy_type)
     mask = arr.is_null().to_numpy(zero_copy_only=False)
     return pd.Series(pd.arrays.IntegerArray(data, mask), name=name)
 
@@ -69,7 +73,8 @@ def install() -> bool:
                       **kwargs: Any) -> Any:
         numpy_type = _NUMPY_TYPES.get(type(spark_type))
         if (numpy_type is not None and not args and kwargs.get("prefer_int_ext_dtype")
-                and not kwargs.get("df_for_struct") and pa.types.is_integer(arr.type)):
+                and not kwargs.get("df_for_struct")
+                and arr.type == pa.from_numpy_dtype(numpy_type)):
             name = kwargs.get("ser_name")
             return integer_series(arr, numpy_type,
                                   getattr(arr, "_name", None) if name is None else name)

@@ -1,9 +1,11 @@
-"""The workers' integer conversion (streaming/arrow_integers.py) gives PySpark's own Series."""
+"""The workers' integer conversion (streaming/arrow_integers.py) gives PySpark's own Series,
+with every value exact (PySpark's own path rounds some large values beside a null)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
@@ -37,6 +39,14 @@ def _converted(arr, spark_type, **kwargs):
     return ArrowArrayToPandasConversion.convert_numpy(arr, spark_type, **kwargs)
 
 
+def _exact(arr, dtype: str, name) -> pd.Series:
+    """The values of `arr` as a nullable Series, built without any float on the way."""
+    values = arr.to_pylist()
+    data = np.array([0 if v is None else v for v in values], dtype=dtype.lower())
+    return pd.Series(pd.arrays.IntegerArray(data, np.array([v is None for v in values],
+                                                            dtype=bool)), name=name)
+
+
 @st.composite
 def integer_columns(draw):
     spark_type, arrow_type, bits = draw(st.sampled_from(TYPES))
@@ -54,10 +64,28 @@ def integer_columns(draw):
 def test_integers_with_or_without_nulls_convert_as_pyspark_does(installed, column, name
                                                                 ) -> None:
     spark_type, arr = column
-    expected = _original(arr, spark_type, ser_name=name, prefer_int_ext_dtype=True)
+    pyspark = _original(arr, spark_type, ser_name=name, prefer_int_ext_dtype=True)
     got = _converted(arr, spark_type, ser_name=name, prefer_int_ext_dtype=True)
-    pd.testing.assert_series_equal(got, expected, check_exact=True)
-    assert got.name == expected.name and str(got.dtype) == str(expected.dtype)
+    pd.testing.assert_series_equal(got, _exact(arr, str(pyspark.dtype), name), check_exact=True)
+    assert got.name == pyspark.name and str(got.dtype) == str(pyspark.dtype)
+    assert got.index.equals(pyspark.index)
+    if len(got):
+        got.iloc[0] = 1  # writable, as PySpark's Series are
+
+
+def test_a_large_value_beside_a_null_is_exact_where_pysparks_path_rounds_it(installed) -> None:
+    arr = pa.array([None, 0, -(2**53) - 1], pa.int64())
+    assert _original(arr, LongType(), prefer_int_ext_dtype=True).tolist()[2] == -(2**53)
+    assert _converted(arr, LongType(), prefer_int_ext_dtype=True).tolist()[2] == -(2**53) - 1
+
+
+def test_another_arrow_type_than_the_spark_types_takes_pysparks_path(installed) -> None:
+    """PySpark's own checks apply (an unsigned or wider value does not wrap around)."""
+    wide = pa.array([300, None], pa.int64())
+    with pytest.raises((TypeError, ValueError, OverflowError)):
+        _converted(wide, ByteType(), prefer_int_ext_dtype=True)
+    narrow = _converted(pa.array([7, None], pa.int32()), LongType(), prefer_int_ext_dtype=True)
+    assert narrow.tolist() == [7, pd.NA] and str(narrow.dtype) == "Int64"
 
 
 def test_a_batch_columns_name_and_the_other_paths_are_pysparks(installed) -> None:
