@@ -4,10 +4,10 @@ Pure Python on lists of dicts or pyarrow tables (one day of samples fits in memo
 driver); no Spark, so the rules of agreement are unit-tested on their own. Samples are paired
 by (sample_id, ts), the table's identity: a view_id re-sent after samples.dedup_ttl is a new
 view under the same sample_id (CONTRACTS section 9). Those left unpaired are then paired by
-sample_id alone, in ts order, so that a sample with a wrong ts is reported as differing in
-`ts` rather than as one missing and one extra. `context` is compared as parsed JSON (key
-order and spacing are not part of the contract), every other field exactly; labels field by
-field (`labels.<signal>`).
+sample_id alone, the nearest ts first, so that a sample with a wrong ts is reported as
+differing in `ts` rather than as one missing and one extra. `context` is compared as parsed
+JSON (key order and spacing are not part of the contract), every other field exactly; labels
+field by field (`labels.<signal>`).
 """
 
 from __future__ import annotations
