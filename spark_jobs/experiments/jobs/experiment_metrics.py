@@ -2,8 +2,7 @@
 
 The seed's aggregation job, top to bottom:
 1. read both filtered topics through one source: one offset plan aligned on event time,
-   so both advance together and one watermark serves both (also after a restart; an
-   available-now run's last batch reads what is left whole);
+   so both advance together and one watermark serves both (also after a restart);
 2. one stateful step per user (users kept in buckets, streaming/bucketed) does what the
    seed spread over four keyed functions: de-duplicate events, find first trigger times,
    join activations with events (events wait until their window closes, so an activation

@@ -2,9 +2,7 @@
 
 Spark gives batch N the watermark max(eventTime of batches before N) - fraud.lateness (0 before
 any), and the source cuts every batch at one Kafka time across both topics, so every record of
-an earlier batch has a Kafka timestamp at or before the record's own. (The last batch of an
-available-now run takes all that is left uncut; every batch before it was cut, and the
-watermark it gets is only older, so the bound below still holds.) The newest eventTime
+an earlier batch has a Kafka timestamp at or before the record's own. The newest eventTime
 among the transactions up to a record's Kafka time, minus the lateness, is therefore an upper
 bound of the watermark the job applied to it, whatever the batches were. A transaction at or
 above that bound was on time in the job for certain; one below it may have been late.

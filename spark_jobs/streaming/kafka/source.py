@@ -89,8 +89,7 @@ def read_topic(
 ) -> DataFrame:
     """A streaming DataFrame of one or several topics read together (raw, or decoded with the
     record spec of each topic); several topics share one offset plan and one admission limit,
-    so their event times advance together (but for an available-now run's last batch, read
-    whole). A decoded message larger than `max_message_bytes`
+    so their event times advance together. A decoded message larger than `max_message_bytes`
     becomes an error row. `json_longs` and `json_strings` (raw reads): top-level integer
     and string fields of each value as long and string columns (kafka/json_fields.py)."""
     options = SourceOptions.parse(
