@@ -445,34 +445,3 @@ def test_a_small_topic_far_behind_is_read_whole_not_a_share_per_batch(
         assert sum(b for _, b in plans) == 600 and all(b <= 200 for _, b in plans)
     finally:
         reader.stop()
-
-
-@pytest.mark.kafka
-def test_an_available_now_run_reads_its_whole_remainder_in_one_plan(kafka: KafkaSettings
-                                                                    ) -> None:
-    """Two topics far apart in event time, no limit: while streaming the one ahead waits for
-    the other (above); in an available-now run nothing comes later, so one plan takes all,
-    and none of it can fall behind a watermark that batch moves."""
-    ahead, behind = f"src-a-{uuid.uuid4().hex[:8]}", f"src-b-{uuid.uuid4().hex[:8]}"
-    ensure_topics(kafka, [ahead, behind], 2)
-    producer = make_producer(kafka)
-    for topic, times in ((ahead, range(0, 100)), (behind, range(0, 50, 5))):
-        produce_all(producer, topic, [str(t) for t in times],
-                    [json.dumps({"user_id": t, "event_type": "click", "ts": BASE_TS + t})
-                     for t in times])
-    options = SourceOptions.parse({"bootstrap": kafka.bootstrap, "topic": f"{ahead},{behind}",
-                                   "record": "events"})
-    reader = TidelineKafkaStreamReader(options)
-    try:
-        begin = reader.initialOffset()
-        streaming = reader.latestOffset(begin, ReadAllAvailable())
-        assert sum(map(int, streaming.values())) < 110, "streaming: the topic ahead waits"
-        reader.prepareForTriggerAvailableNow()
-        end = reader.latestOffset(begin, ReadAllAvailable())
-        assert sum(int(end[k]) - int(begin.get(k, 0)) for k in end) == 110
-        assert reader.latestOffset(end, ReadAllAvailable()) == end
-        limited = reader.latestOffset(begin, ReadMaxRows(50))
-        assert sum(int(limited[k]) - int(begin.get(k, 0)) for k in limited) <= 50, \
-            "a limited plan is still cut"
-    finally:
-        reader.stop()
