@@ -13,8 +13,11 @@ import os
 import pwd
 import secrets
 import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import psutil
 
 from spark_jobs.local.postgres.binaries import (
     SERVER_USER,
@@ -38,6 +41,7 @@ from spark_jobs.local.postgres.roles import (
 from spark_jobs.local.postgres.settings import PostgresSettings
 
 COMMAND_TIMEOUT_S = 120
+EXIT_WAIT_S = 30
 
 
 @dataclass(frozen=True)
@@ -188,10 +192,27 @@ def start_postgres(settings: PostgresSettings) -> PostgresStatus:
 def stop_postgres(settings: PostgresSettings) -> bool:
     """Stop the server (fast: open transactions roll back); False when none was running."""
     paths = layout(settings)
-    if running_server(paths) is None:
+    server = running_server(paths)
+    if server is None:
         return False
     _run(stop_command(find_bindir(), paths.data), paths, "pg_ctl stop")
+    _wait_until_gone(server.pid)
     return True
+
+
+def _wait_until_gone(pid: int) -> None:
+    """pg_ctl returns once the pid file is gone, which the postmaster removes just before it
+    exits: wait for the exit itself, so `stop` leaves no process behind when it returns."""
+    deadline = time.monotonic() + EXIT_WAIT_S
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return  # exited; its parent (init) has yet to reap it
+        except psutil.NoSuchProcess:
+            return
+        time.sleep(0.05)
+    raise PostgresError(f"the PostgreSQL server (pid {pid}) still runs {EXIT_WAIT_S} s after "
+                        "pg_ctl stop returned; stop it by hand (kill -TERM)")
 
 
 def postgres_status(settings: PostgresSettings) -> PostgresStatus:
