@@ -445,3 +445,45 @@ def test_a_small_topic_far_behind_is_read_whole_not_a_share_per_batch(
         assert sum(b for _, b in plans) == 600 and all(b <= 200 for _, b in plans)
     finally:
         reader.stop()
+
+
+@pytest.mark.kafka
+@pytest.mark.parametrize("one_plan", [True, False])
+def test_an_available_now_run_of_a_stateful_query_reads_its_remainder_in_one_plan(
+        kafka: KafkaSettings, one_plan: bool) -> None:
+    """Two topics far apart in event time, no limit: while streaming the one ahead waits for
+    the other (above). In an available-now run of a stateful query nothing comes later, so
+    one plan takes all (Spark's batch without data then commits its watermark); without the
+    option (a stateless query runs no such batch) the run keeps its aligned batches."""
+    ahead, behind = f"src-a-{uuid.uuid4().hex[:8]}", f"src-b-{uuid.uuid4().hex[:8]}"
+    ensure_topics(kafka, [ahead, behind], 2)
+    producer = make_producer(kafka)
+    for topic, times in ((ahead, range(0, 100)), (behind, range(0, 50, 5))):
+        produce_all(producer, topic, [str(t) for t in times],
+                    [json.dumps({"user_id": t, "event_type": "click", "ts": BASE_TS + t})
+                     for t in times])
+    options = SourceOptions.parse({"bootstrap": kafka.bootstrap, "topic": f"{ahead},{behind}",
+                                   "record": "events",
+                                   "availableNowInOnePlan": str(one_plan).lower()})
+    assert options.available_now_in_one_plan is one_plan
+    assert SourceOptions.parse(options.as_spark_options()) == options
+    reader = TidelineKafkaStreamReader(options)
+    try:
+        begin = reader.initialOffset()
+        streaming = reader.latestOffset(begin, ReadAllAvailable())
+        assert sum(map(int, streaming.values())) < 110, "streaming: the topic ahead waits"
+        reader.prepareForTriggerAvailableNow()
+        end = reader.latestOffset(begin, ReadAllAvailable())
+        taken = sum(int(end[k]) - int(begin.get(k, 0)) for k in end)
+        assert (taken == 110) if one_plan else (taken < 110), taken
+        limited = reader.latestOffset(begin, ReadMaxRows(50))
+        assert sum(int(limited[k]) - int(begin.get(k, 0)) for k in limited) <= 50, \
+            "a limited plan is still cut"
+    finally:
+        reader.stop()
+
+
+def test_available_now_in_one_plan_is_a_flag() -> None:
+    with pytest.raises(SourceOptionError, match="availableNowInOnePlan must be true or false"):
+        SourceOptions.parse({"bootstrap": "127.0.0.1:9", "topic": "t",
+                             "availableNowInOnePlan": "yes"})

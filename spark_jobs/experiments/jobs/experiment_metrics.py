@@ -88,7 +88,7 @@ def build(spark: SparkSession, settings: Settings) -> DataFrame:
         record=("filtered_events", "filtered_experiment_activations"),
         max_records_per_trigger=settings.jobs.max_records_per_trigger,
         max_message_bytes=settings.jobs.max_message_bytes,
-        idle_timeout_ms=settings.jobs.idle_timeout_ms,
+        idle_timeout_ms=settings.jobs.idle_timeout_ms, available_now_in_one_plan=True,
     )
     both = _as_input(with_event_time(both, "ts", settings.experiments.lateness_ms,
                                      max_clock_skew_ms=settings.jobs.max_clock_skew_ms))

@@ -105,7 +105,7 @@ def build(spark: SparkSession, settings: Settings) -> DataFrame:
         max_records_per_trigger=settings.jobs.max_records_per_trigger,
         idle_timeout_ms=settings.jobs.idle_timeout_ms,
         max_message_bytes=settings.jobs.max_message_bytes,
-        json_longs=["user_id", "ts"], json_strings=[VIEW_ID],
+        json_longs=["user_id", "ts"], json_strings=[VIEW_ID], available_now_in_one_plan=True,
     )
     # only records that can be keyed move event time: one that cannot be used must not be
     # able to push the watermark (and make everything else late)

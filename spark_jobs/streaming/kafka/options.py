@@ -51,6 +51,8 @@ class SourceOptions:
     # own (kafka/json_fields.py)
     json_longs: tuple[str, ...] = ()
     json_strings: tuple[str, ...] = ()
+    # an available-now run reads what is left in one plan (see read_topic)
+    available_now_in_one_plan: bool = False
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
@@ -90,11 +92,8 @@ class SourceOptions:
         if both:
             raise SourceOptionError(f"{SOURCE_NAME}: jsonLongs and jsonStrings both name "
                                     f"{sorted(both)}: a field has one type")
-        prefetch = (get("prefetch") or "false").lower()
-        if prefetch not in ("true", "false"):
-            raise SourceOptionError(
-                f"{SOURCE_NAME}: prefetch must be true or false, got {prefetch!r}"
-            )
+        prefetch = _flag(get("prefetch"), "prefetch")
+        one_plan = _flag(get("availableNowInOnePlan"), "availableNowInOnePlan")
         starting = (get("startingOffsets") or "earliest").lower()
         if starting not in STARTING:
             raise SourceOptionError(
@@ -111,11 +110,12 @@ class SourceOptions:
             or DEFAULT_READ_TIMEOUT_MS,
             idle_timeout_ms=_positive(get("idleTimeoutMs"), "idleTimeoutMs")
             or DEFAULT_IDLE_TIMEOUT_MS,
-            prefetch=prefetch == "true",
+            prefetch=prefetch,
             max_message_bytes=_positive(get("maxMessageBytes"), "maxMessageBytes")
             or DEFAULT_MAX_MESSAGE_BYTES,
             json_longs=json_longs,
             json_strings=json_strings,
+            available_now_in_one_plan=one_plan,
         )
 
     @property
@@ -168,7 +168,17 @@ class SourceOptions:
             out["jsonLongs"] = ",".join(self.json_longs)
         if self.json_strings:
             out["jsonStrings"] = ",".join(self.json_strings)
+        if self.available_now_in_one_plan:
+            out["availableNowInOnePlan"] = "true"
         return out
+
+
+def _flag(value: str | None, name: str) -> bool:
+    """A true/false option (absent: false)."""
+    text = (value or "false").lower()
+    if text not in ("true", "false"):
+        raise SourceOptionError(f"{SOURCE_NAME}: {name} must be true or false, got {text!r}")
+    return text == "true"
 
 
 def topic_options(

@@ -86,12 +86,19 @@ def read_topic(
     max_message_bytes: int | None = None,
     json_longs: Sequence[str] = (),
     json_strings: Sequence[str] = (),
+    available_now_in_one_plan: bool = False,
 ) -> DataFrame:
     """A streaming DataFrame of one or several topics read together (raw, or decoded with the
     record spec of each topic); several topics share one offset plan and one admission limit,
     so their event times advance together. A decoded message larger than `max_message_bytes`
     becomes an error row. `json_longs` and `json_strings` (raw reads): top-level integer
-    and string fields of each value as long and string columns (kafka/json_fields.py)."""
+    and string fields of each value as long and string columns (kafka/json_fields.py).
+
+    `available_now_in_one_plan`, for a stateful query: an available-now run without a
+    record limit reads all that is left in one micro-batch, not one per stretch of event
+    time (nothing comes after it to fall behind the watermark it moves). Spark then runs a
+    batch without data, which commits that watermark. A stateless query runs none, so its
+    committed watermark would stay where the run began: it keeps the batches."""
     options = SourceOptions.parse(
         {
             **topic_options(kafka, topic, record),
@@ -104,6 +111,7 @@ def read_topic(
             "maxMessageBytes": "" if max_message_bytes is None else str(max_message_bytes),
             "jsonLongs": ",".join(json_longs),
             "jsonStrings": ",".join(json_strings),
+            "availableNowInOnePlan": str(available_now_in_one_plan).lower(),
         }
     )
     register(spark)
