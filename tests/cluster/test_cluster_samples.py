@@ -70,7 +70,8 @@ def test_training_samples_on_the_cluster_survive_a_lost_worker_and_equal_the_rec
     assert published == Counter(views), "the topic has every sample once"
     orphans = settings.lake.table(TABLE_ORPHAN_ENGAGEMENTS)
     if table_exists(orphans):
-        origins = Counter((o["partition"], o["offset"]) for o in read_arrow(orphans).to_pylist())
+        origins = Counter((o["topic"], o["partition"], o["offset"])
+                          for o in read_arrow(orphans).to_pylist())
         assert max(origins.values()) == 1, "no orphan engagement written twice"
     report = compare_day(spark, settings, DAY)
     assert report.agrees and report.match_rate == 1.0, report.as_dict()

@@ -46,8 +46,9 @@ def _prepare(settings: Settings) -> set[str]:
 @pytest.fixture
 def reference_settings(make_settings) -> Iterator[Settings]:
     with EmbeddedBroker(port=0) as broker:
-        # the same batches as the killed run's (a restart replays and plans them alike):
-        # an orphan's reason can depend on them (README, known limits)
+        # the killed run's limit, so that the plans match while both topics have data (a
+        # restart replays and plans them alike): an orphan's reason can depend on the
+        # batches (README, known limits)
         settings = make_settings(broker.bootstrap, **SECTIONS)
         _prepare(settings)
         yield settings

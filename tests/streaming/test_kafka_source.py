@@ -476,6 +476,9 @@ def test_an_available_now_run_of_a_stateful_query_reads_its_remainder_in_one_pla
         end = reader.latestOffset(begin, ReadAllAvailable())
         taken = sum(int(end[k]) - int(begin.get(k, 0)) for k in end)
         assert (taken == 110) if one_plan else (taken < 110), taken
+        fits = reader.latestOffset(begin, ReadMaxRows(200))  # as jobs run: always a limit
+        taken = sum(int(fits[k]) - int(begin.get(k, 0)) for k in fits)
+        assert (taken == 110) if one_plan else (taken < 110), taken
         limited = reader.latestOffset(begin, ReadMaxRows(50))
         assert sum(int(limited[k]) - int(begin.get(k, 0)) for k in limited) <= 50, \
             "a limited plan is still cut"

@@ -195,24 +195,36 @@ def stop_postgres(settings: PostgresSettings) -> bool:
     server = running_server(paths)
     if server is None:
         return False
+    postmaster = _process(server.pid)  # taken before: its pid could be reused after
     _run(stop_command(find_bindir(), paths.data), paths, "pg_ctl stop")
-    _wait_until_gone(server.pid)
+    if postmaster is not None:
+        _wait_until_gone(postmaster)
     return True
 
 
-def _wait_until_gone(pid: int) -> None:
+def _process(pid: int) -> psutil.Process | None:
+    try:
+        return psutil.Process(pid)
+    except psutil.Error:  # gone already, or not ours to watch
+        return None
+
+
+def _wait_until_gone(postmaster: psutil.Process) -> None:
     """pg_ctl returns once the pid file is gone, which the postmaster removes just before it
     exits: wait for the exit itself, so `stop` leaves no process behind when it returns."""
     deadline = time.monotonic() + EXIT_WAIT_S
     while time.monotonic() < deadline:
         try:
-            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-                return  # exited; its parent (init) has yet to reap it
+            if not postmaster.is_running() or postmaster.status() == psutil.STATUS_ZOMBIE:
+                return  # exited (a zombie until its parent, init, reaps it)
         except psutil.NoSuchProcess:
             return
+        except psutil.AccessDenied:  # another user's: as good as pg_ctl's word
+            return
         time.sleep(0.05)
-    raise PostgresError(f"the PostgreSQL server (pid {pid}) still runs {EXIT_WAIT_S} s after "
-                        "pg_ctl stop returned; stop it by hand (kill -TERM)")
+    raise PostgresError(
+        f"the PostgreSQL server (pid {postmaster.pid}) still runs {EXIT_WAIT_S} s after "
+        "pg_ctl stop returned; stop it by hand (kill -TERM)")
 
 
 def postgres_status(settings: PostgresSettings) -> PostgresStatus:

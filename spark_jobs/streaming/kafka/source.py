@@ -39,8 +39,10 @@ from spark_jobs.streaming.kafka.stream_reader import TidelineKafkaStreamReader
 
 
 class TidelineKafkaSource(DataSource):
-    """Options: bootstrap, topic, client (JSON), record, maxRecordsPerTrigger, startingOffsets;
-    batch reads also take startingTimestamp and endingTimestamp (epoch ms)."""
+    """Options: bootstrap, topic, client (JSON), record, maxRecordsPerTrigger, startingOffsets,
+    readTimeoutMs, idleTimeoutMs, prefetch, maxMessageBytes, jsonLongs, jsonStrings,
+    availableNowInOnePlan; batch reads also take startingTimestamp and endingTimestamp
+    (epoch ms)."""
 
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
@@ -94,8 +96,8 @@ def read_topic(
     becomes an error row. `json_longs` and `json_strings` (raw reads): top-level integer
     and string fields of each value as long and string columns (kafka/json_fields.py).
 
-    `available_now_in_one_plan`, for a stateful query: an available-now run without a
-    record limit reads all that is left in one micro-batch, not one per stretch of event
+    `available_now_in_one_plan`, for a stateful query: an available-now run whose remainder
+    fits `max_records_per_trigger` reads it in one micro-batch, not one per stretch of event
     time (nothing comes after it to fall behind the watermark it moves). Spark then runs a
     batch without data, which commits that watermark. A stateless query runs none, so its
     committed watermark would stay where the run began: it keeps the batches."""

@@ -6,7 +6,8 @@ checkpoint, so a restarted query replays exactly the ranges it planned. Per-trig
 time advances evenly, and topics read together are cut back to the slowest one's event time
 (kafka/event_time_split.py), the limit's unused part going to the partitions that hold the
 cut back (kafka/limit_regrant.py); `trigger(availableNow=True)` reads what existed when the query
-started, in limited batches, and stops. Ends and event times come from the planner's tail
+started, in limited batches, and stops (a stateful query's remainder that fits the limit in
+one batch: availableNowInOnePlan). Ends and event times come from the planner's tail
 index when it can vouch for them (kafka/tail_index.py), else from exact Kafka look-ups.
 """
 
