@@ -20,9 +20,9 @@ def collector() -> Iterator[None]:
         gc.unfreeze()
 
 
-def test_taking_a_shard_raises_only_the_young_threshold(collector: None) -> None:
+def test_an_engine_process_raises_only_the_young_threshold(collector: None) -> None:
     gc.set_threshold(700, 7, 9)
-    assert resident.take("no-such-state", 0) is None
+    resident.raise_young_threshold()
     assert gc.get_threshold() == (resident.YOUNG_GENERATION_THRESHOLD, 7, 9)
 
 

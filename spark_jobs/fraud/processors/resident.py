@@ -1,65 +1,16 @@
-"""Shard engines kept in the executor's Python worker between micro-batches.
-
-Spark reuses its Python workers (`spark.python.worker.reuse`), so a module-level cache
-outlives a task. A shard's engine and store are taken out of it for the batch (a batch that
-fails leaves nothing half-applied behind) and put back once the batch's changes are written
-to Spark state, tagged with the version written (shard_state.py). Any worker may get any
-shard next time: a copy is used only when it is the stored version, or brought forward from
-an older one; Spark state stays the truth.
+"""The garbage collector of a process that keeps a fraud engine resident between batches
+(the driver mode's engine processes, the spark mode's shard hosts): hundreds of thousands
+of long-lived window objects, which CPython's collector would otherwise scan again and again.
 """
 
 from __future__ import annotations
 
 import gc
-from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 
-from spark_jobs.fraud.core.changelog import LoggedStore
-from spark_jobs.fraud.core.engine import FraudEngine
-
-MAX_RESIDENT = 16  # shard copies per worker (a few queries' worth of shards)
 FULL_COLLECTION_EVERY = 2_000  # batches: rare enough that its pause is not in the tail
 YOUNG_GENERATION_THRESHOLD = 10_000  # allocations between young collections (CPython's: 700)
-
-
-@dataclass
-class Resident:
-    """One shard's live engine and the version of its state."""
-
-    store: LoggedStore
-    engine: FraudEngine
-    version: tuple[int, int]
-
-
-_CACHE: OrderedDict[tuple[str, int], Resident] = OrderedDict()
-STATS: dict[str, int] = {"hits": 0, "caught_up": 0, "rebuilt": 0}
-
-
-def take(state_id: str, shard: int) -> Resident | None:
-    """The worker's copy of a shard, removed from the cache until `keep` puts it back."""
-    raise_young_threshold()
-    return _CACHE.pop((state_id, shard), None)
-
-
-def keep(state_id: str, shard: int, resident: Resident) -> None:
-    """Put a shard's copy back after its batch, and settle the collector (the copy's new
-    windows are frozen with the rest: see settle_garbage_collector)."""
-    _CACHE[(state_id, shard)] = resident
-    while len(_CACHE) > MAX_RESIDENT:
-        _CACHE.popitem(last=False)
-    STATS["kept"] = kept = STATS.get("kept", 0) + 1
-    settle_garbage_collector(kept)
-
-
-def note(kind: str) -> None:
-    STATS[kind] = STATS.get(kind, 0) + 1
-
-
-def clear() -> None:
-    """Forget every copy (tests)."""
-    _CACHE.clear()
 
 
 def raise_young_threshold() -> None:

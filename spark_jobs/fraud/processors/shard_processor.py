@@ -12,9 +12,10 @@ ahead of its Kafka time never reaches the engine (a `future` dead letter), and e
 goes through the engine isolated (fraud.core.isolation): no message can stop the query.
 
 It runs under `transformWithStateInPandas`: a shard's rows arrive as Arrow-backed frames and
-its outputs leave as one frame, no Row object either way. The engine is long-lived in the
-executor's Python worker (resident.py) and a batch writes only its change log to Spark state
-(shard_state.py); one event-time timer per shard runs the engine's clean-up.
+its outputs leave as one frame, no Row object either way. The engine is long-lived in a
+process of the executor, one per shard (shard_host.py), which every Python worker of the
+executor reaches; a batch writes only its change log to Spark state (shard_state.py); one
+event-time timer per shard runs the engine's clean-up.
 """
 
 from __future__ import annotations
@@ -32,24 +33,16 @@ from pyspark.sql.streaming.stateful_processor import (
 )
 
 from spark_jobs.contracts.json_gate import DEFAULT_MAX_MESSAGE_BYTES
-from spark_jobs.fraud.core.engine import FraudEngine, Output
-from spark_jobs.fraud.core.isolation import apply_message
-from spark_jobs.fraud.core.output_rows import (
-    ARROW_OUTPUT_SCHEMA,
-    arrival_order,
-    output_fields,
-)
-from spark_jobs.fraud.processors import resident
-from spark_jobs.fraud.processors.shard_state import EMPTY, Head, ShardState
-from spark_jobs.streaming.bucketed.frames import record_type, to_frame
-from spark_jobs.streaming.event_time import FUTURE_COLUMN
+from spark_jobs.fraud.core.engine import Output
+from spark_jobs.fraud.core.output_rows import ARROW_OUTPUT_SCHEMA, output_fields
+from spark_jobs.fraud.processors.shard_host import INPUT_FIELDS, EngineSpec
+from spark_jobs.fraud.processors.shard_host_client import ShardHostConnection, shard_host
+from spark_jobs.fraud.processors.shard_state import Head, ShardState
+from spark_jobs.streaming.bucketed.frames import to_frame
 from spark_jobs.streaming.processor import keep_one_timer
 
 OUTPUT_SCHEMA = from_arrow_schema(ARROW_OUTPUT_SCHEMA)
 OUTPUT_NAMES = OUTPUT_SCHEMA.fieldNames()
-INPUT_FIELDS = ("kind", "value", "kafka_topic", "kafka_partition", "kafka_offset",
-                "kafka_timestamp", "kafka_key", FUTURE_COLUMN)
-InputRecord = record_type(INPUT_FIELDS)
 
 
 def _values(series: pd.Series) -> list[Any]:
@@ -61,14 +54,15 @@ def _values(series: pd.Series) -> list[Any]:
     return values
 
 
-def input_records(frames: Iterator[pd.DataFrame]) -> list[Any]:
-    """A shard's rows of the batch as InputRecords, in arrival order."""
-    found: list[Any] = []
+def input_columns(frames: Iterator[pd.DataFrame]) -> list[list[Any]]:
+    """A shard's rows of the batch as INPUT_FIELDS columns of Python values (the host puts
+    them in arrival order)."""
+    columns: list[list[Any]] = [[] for _ in INPUT_FIELDS]
     for frame in frames:
         if len(frame):
-            columns = [_values(frame[name]) for name in INPUT_FIELDS]
-            found.extend(map(InputRecord._make, zip(*columns, strict=True)))
-    return sorted(found, key=arrival_order)
+            for column, name in zip(columns, INPUT_FIELDS, strict=True):
+                column.extend(_values(frame[name]))
+    return columns
 
 
 def output_values(shard: int, output: Output, source: Any) -> list[Any]:
@@ -78,19 +72,16 @@ def output_values(shard: int, output: Output, source: Any) -> list[Any]:
 
 
 class FraudShardProcessor(StatefulProcessor):
-    """Rules and transactions of one shard through its resident FraudEngine.
+    """Rules and transactions of one shard through the shard's engine on this executor.
 
-    state_id: names the query's state (its checkpoint), so that the copies a worker keeps
-    for one query are never offered to another."""
+    state_id: names the query's state (its checkpoint), so that the engine a host keeps
+    for one query is never offered to another."""
 
     def __init__(self, state_id: str, alert_on_late: bool, bucket_ms: int,
                  late_retention_ms: int,
                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
         self.state_id = state_id
-        self.alert_on_late = alert_on_late
-        self.bucket_ms = bucket_ms
-        self.late_retention_ms = late_retention_ms
-        self.max_message_bytes = max_message_bytes
+        self.spec = EngineSpec(alert_on_late, bucket_ms, late_retention_ms, max_message_bytes)
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
@@ -100,52 +91,37 @@ class FraudShardProcessor(StatefulProcessor):
                         timerValues: TimerValues) -> Iterator[pd.DataFrame]:
         shard = int(key[0])
         watermark = timerValues.getCurrentWatermarkInMs()
-        inputs = input_records(rows)
-        head, live = self._open(shard)
-        now_ms = int(time.time() * 1000)
-        out: list[list[Any]] = []
-        for row in inputs:
-            out.extend(output_values(shard, output, row)
-                       for output in apply_message(live.engine, row, watermark, now_ms))
-        self._close(shard, head, live, watermark)
+        columns = input_columns(rows)
+        with shard_host(self.state_id, shard, self.spec) as host:
+            head = self._load(host)
+            out, changes, wanted = host.call("evaluate", shard, columns, watermark,
+                                             int(time.time() * 1000))
+            self._commit(host, head, changes, wanted, watermark)
         yield to_frame(out, OUTPUT_SCHEMA)
 
     def handleExpiredTimer(self, key: Any, timerValues: TimerValues, expiredTimerInfo: Any
                            ) -> Iterator[pd.DataFrame]:
-        shard = int(key[0])
         watermark = timerValues.getCurrentWatermarkInMs()
-        head, live = self._open(shard)
-        live.engine.cleanup(watermark)
-        self._close(shard, head, live, watermark)
+        with shard_host(self.state_id, int(key[0]), self.spec) as host:
+            head = self._load(host)
+            changes, wanted = host.call("cleanup", watermark)
+            self._commit(host, head, changes, wanted, watermark)
         return iter(())
 
     def close(self) -> None:
         pass
 
-    def _open(self, shard: int) -> tuple[Head | None, resident.Resident]:
-        """The shard's engine at its stored version: the worker's copy when it has it."""
+    def _load(self, host: ShardHostConnection) -> Head | None:
+        """Make the host's copy the stored state; the stored head."""
         head = self.state.head()
-        copy = resident.take(self.state_id, shard)
-        store, replayed = self.state.load(head, None if copy is None else copy.store,
-                                          EMPTY if copy is None else copy.version)
-        if copy is not None and replayed is not None:
-            if head is not None and copy.version == head.version:
-                resident.note("hits")
-            else:  # brought forward: what another worker changed, into its indexes
-                resident.note("caught_up")
-                copy.engine.caught_up(replayed)
-            return head, copy
-        resident.note("rebuilt")
-        engine = FraudEngine(store, self.alert_on_late, self.bucket_ms,
-                             late_retention_ms=self.late_retention_ms,
-                             max_message_bytes=self.max_message_bytes)
-        return head, resident.Resident(store, engine, EMPTY)
+        load = self.state.load_plan(head, host.call("version"))
+        host.call("load", load)
+        return head
 
-    def _close(self, shard: int, head: Head | None, live: resident.Resident,
-               watermark_ms: int) -> None:
-        """Write the batch's changes, move the shard's timer to the engine's next clean-up,
-        and keep the engine for the next batch."""
-        live.version = self.state.commit(head, live.store)
-        wanted = live.engine.next_cleanup_ms(watermark_ms)
+    def _commit(self, host: ShardHostConnection, head: Head | None, changes: bytes,
+                wanted: int | None, watermark_ms: int) -> None:
+        """Write the batch's changes (and a snapshot when due), tag the host's copy with the
+        version written, and move the shard's timer to the engine's next clean-up."""
+        version = self.state.commit_changes(head, changes, lambda: host.call("snapshot"))
+        host.call("tag", version)
         keep_one_timer(self.handle, self.handle.listTimers(), wanted, watermark_ms)
-        resident.keep(self.state_id, shard, live)

@@ -2,8 +2,9 @@
 
 Every Python state call is a socket round trip to the JVM, so the shard's windows, seen ids
 and meta values are not kept one per state entry: the engine runs over a `LoggedStore`
-(fraud.core.changelog, as in the driver mode) that lives on in the executor's Python worker
-between micro-batches (resident.py), and each batch writes only what it changed:
+(fraud.core.changelog, as in the driver mode) that lives on in the shard's host process on
+the executor between micro-batches (shard_host.py), and each batch writes only what it
+changed:
 
 - `head` (ValueState): the state's version `(seq, nonce)`, the version of the snapshot, and the
   bytes of change logs written since that snapshot;
@@ -15,17 +16,18 @@ A batch costs one `head` read, one change write and one `head` write. Once the l
 snapshot outweigh it (LOGS_OUTWEIGH_SNAPSHOT times), the batch also writes a new snapshot and
 drops the older logs, so rebuilding a shard reads at most about twice its size.
 
-The nonce (random per write) names one exact state: a worker's copy is used only if it is the
+The nonce (random per write) names one exact state: a host's copy is used only if it is the
 stored version, and is brought forward with the logs after it when it is an older version of
-the same history (Spark hands a shard to whichever worker is free, so two workers often take
-turns); a batch Spark discarded (a failed task, a restart from an older checkpoint) leaves a
-copy whose nonce is no longer stored, which is then rebuilt from the snapshot.
+the same history (the shard ran on another executor meanwhile); a batch Spark discarded (a
+failed task, a restart from an older checkpoint) leaves a copy whose nonce is no longer
+stored, which is then rebuilt from the snapshot.
 """
 
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql.streaming.stateful_processor import StatefulProcessorHandle
@@ -84,24 +86,25 @@ class ShardState:
         """The store at `head`: `copy` itself when it is that version (no window replayed),
         or brought forward when it is an older version of the same history (the windows
         the replay put), else rebuilt (None)."""
+        return apply_load(self.load_plan(head, None if copy is None else copy_version), copy)
+
+    def load_plan(self, head: Head | None, copy_version: Version | None) -> Load:
+        """What a copy at `copy_version` (None: no copy, or one of unknown version) needs to
+        become the state at `head`: nothing, the change logs after it, or a rebuild from the
+        snapshot and the logs after that."""
         if head is None:
-            return LoggedStore(), None
-        if copy is not None and copy_version == head.version:
-            return copy, set()
-        seq = copy_version[0]
-        if copy is not None and head.first_log <= seq < head.seq \
-                and self._change(seq)[0] == copy_version[1]:
-            put: set[tuple[int, str]] = set()
-            with rebuilding():
-                for later in range(seq + 1, head.seq + 1):
-                    put |= copy.apply_changes(self._change(later)[1])
-            return copy, put
+            return Load(EMPTY_LOAD)
+        if copy_version is not None and copy_version == head.version:
+            return Load(OWN)
+        if copy_version is not None:
+            seq = copy_version[0]
+            if head.first_log <= seq < head.seq and self._change(seq)[0] == copy_version[1]:
+                return Load(LOGS, None, [self._change(later)[1]
+                                          for later in range(seq + 1, head.seq + 1)])
         snapshot = self._snapshot.get()
-        with rebuilding():
-            store = LoggedStore.restore(None if snapshot is None else bytes(snapshot[2]))
-            for later in range(head.snapshot_seq + 1, head.seq + 1):
-                store.apply_changes(self._change(later)[1])
-        return store, None
+        return Load(REBUILD, None if snapshot is None else bytes(snapshot[2]),
+                    [self._change(later)[1]
+                     for later in range(head.snapshot_seq + 1, head.seq + 1)])
 
     def _change(self, seq: int) -> tuple[int, bytes]:
         stored = self._changes.getValue((seq,))
@@ -111,7 +114,12 @@ class ShardState:
 
     def commit(self, head: Head | None, store: LoggedStore) -> Version:
         """Persist what the batch changed in `store` (the store at `head`); the new version."""
-        changes = store.take_changes()
+        return self.commit_changes(head, store.take_changes(), store.snapshot)
+
+    def commit_changes(self, head: Head | None, changes: bytes,
+                       snapshot: Callable[[], bytes]) -> Version:
+        """Persist a batch's `changes` to the state at `head`, and `snapshot()` of the state
+        after them when the logs since the last snapshot outweigh it; the new version."""
         seq = 1 if head is None else head.seq + 1
         nonce = secrets.randbits(62) + 1
         change_bytes = len(changes) + (0 if head is None else head.change_bytes)
@@ -121,7 +129,7 @@ class ShardState:
         elif change_bytes > max(LOGS_OUTWEIGH_SNAPSHOT * head.snapshot_bytes, MIN_SNAPSHOT_BYTES):
             # the logs before it are no longer needed to rebuild: keep the last few, for
             # copies a few versions behind
-            blob = store.snapshot()
+            blob = snapshot()
             self._snapshot.update((seq, nonce, blob))
             first_log = max(head.first_log, seq - KEPT_LOGS + 1)
             for old in range(head.first_log, first_log):
@@ -133,6 +141,42 @@ class ShardState:
         self._head.update((new.seq, new.nonce, new.snapshot_seq, new.change_bytes,
                            new.snapshot_bytes, new.first_log))
         return new.version
+
+
+# what a copy needs to become the stored state (Load.kind)
+EMPTY_LOAD, OWN, LOGS, REBUILD = "empty", "own", "logs", "rebuild"
+
+
+@dataclass(frozen=True)
+class Load:
+    """ShardState.load_plan's answer: plain data, sent to the process that holds the copy."""
+
+    kind: str
+    snapshot: bytes | None = None
+    logs: list[bytes] = field(default_factory=list)
+
+
+def apply_load(load: Load, copy: LoggedStore | None
+               ) -> tuple[LoggedStore, set[tuple[int, str]] | None]:
+    """The store `load` makes of `copy`: the copy itself (no window replayed), the copy
+    brought forward (the windows the replay put), or a new store (None)."""
+    if load.kind == EMPTY_LOAD:
+        return LoggedStore(), None
+    if load.kind == OWN:
+        assert copy is not None
+        return copy, set()
+    if load.kind == LOGS:
+        assert copy is not None
+        put: set[tuple[int, str]] = set()
+        with rebuilding():
+            for log in load.logs:
+                put |= copy.apply_changes(log)
+        return copy, put
+    with rebuilding():
+        store = LoggedStore.restore(load.snapshot)
+        for log in load.logs:
+            store.apply_changes(log)
+    return store, None
 
 
 @dataclass(frozen=True)
