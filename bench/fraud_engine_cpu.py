@@ -9,7 +9,7 @@ Traffic: bench.fraud_throughput's (ten benchmark rules, event time at `--event-r
 batches of `--batch` with the job's watermark and clean-up timer. Stores:
 - `pickled`: MemoryStore(pickled=True), bench.fraud_throughput's engine part;
 - `logged`: the LoggedStore both job modes run over, take_changes() after every batch and
-  the collector settings of the driver sink and resident shard engines (a raised young
+  the collector settings of the driver sink's engine (a raised young
   threshold, a young collection and gc.freeze() after every batch: processors/resident.py).
 
     .venv/bin/python -m bench.fraud_engine_cpu [--transactions 40000] [--repeats 3] [--shards 1]

@@ -19,13 +19,21 @@ import psutil
 MB = 1024 * 1024
 
 
+ENGINE_PROCESSES = ("spark_jobs.fraud.jobs.engine_process",
+                    "spark_jobs.fraud.processors.shard_host")
+
+
 def _kind(process: psutil.Process) -> str | None:
-    """'jvm' or 'python_workers' for a descendant of this process (None: something else)."""
+    """'jvm', 'python_workers' or 'fraud_engines' (the driver mode's engine processes, the
+    spark mode's shard hosts) for a descendant of this process (None: something else)."""
     try:
         name = process.name()
         if name == "java":
             return "jvm"
-        if name.startswith("python") and any("pyspark" in part for part in process.cmdline()):
+        command = process.cmdline() if name.startswith("python") else []
+        if any(engine in part for part in command for engine in ENGINE_PROCESSES):
+            return "fraud_engines"
+        if any("pyspark" in part for part in command):
             return "python_workers"
     except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
         return None
@@ -33,10 +41,11 @@ def _kind(process: psutil.Process) -> str | None:
 
 
 def sample() -> dict[str, int]:
-    """Resident bytes now: this process, its JVM, its Python workers (summed PSS)."""
+    """Resident bytes now: this process, its JVM, its Python workers (summed PSS), the fraud
+    engines' processes (summed RSS)."""
     me = psutil.Process()
     sizes = {"driver_python": me.memory_info().rss, "jvm": 0, "python_workers": 0,
-             "python_worker_count": 0}
+             "fraud_engines": 0, "python_worker_count": 0}
     for child in me.children(recursive=True):
         kind = _kind(child)
         if kind is None:
@@ -50,7 +59,8 @@ def sample() -> dict[str, int]:
             continue
         if kind == "python_workers":
             sizes["python_worker_count"] += 1
-    sizes["total"] = sizes["driver_python"] + sizes["jvm"] + sizes["python_workers"]
+    sizes["total"] = (sizes["driver_python"] + sizes["jvm"] + sizes["python_workers"]
+                      + sizes["fraud_engines"])
     return sizes
 
 

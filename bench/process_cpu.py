@@ -24,6 +24,7 @@ from typing import Any
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 # (role, a text its command line holds), the first match wins
 ROLES = (("broker", "tansu"), ("jvm", "java"), ("engines", "engine_process"),
+         ("engines", "shard_host"),
          ("traffic", "multiprocessing.spawn"), ("python_workers", "pyspark"),
          ("python_workers", "spark_jobs.streaming.worker_daemon"))
 SNAPSHOTS = "engine_snapshots"  # an engine's forked child: niceness 19, an engine's command

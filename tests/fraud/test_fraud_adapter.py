@@ -8,9 +8,9 @@ from types import SimpleNamespace
 import pyarrow as pa
 
 from spark_jobs.fraud.core.engine import FraudEngine, MemoryStore
-from spark_jobs.fraud.core.output_rows import arrival_order
+from spark_jobs.fraud.core.output_rows import arrival_order, output_values
 from spark_jobs.fraud.jobs.alerts_sink import _first_per_source
-from spark_jobs.fraud.processors.shard_processor import OUTPUT_SCHEMA, output_values
+from spark_jobs.fraud.processors.shard_processor import OUTPUT_SCHEMA
 from spark_jobs.streaming.bucketed.frames import to_frame
 
 

@@ -12,7 +12,8 @@ import pytest
 from spark_jobs.fraud.core.changelog import LoggedStore
 from spark_jobs.fraud.core.engine import FraudEngine
 from spark_jobs.fraud.processors import shard_state
-from spark_jobs.fraud.processors.shard_state import EMPTY, ShardState
+from spark_jobs.fraud.processors.shard_load import apply_load
+from spark_jobs.fraud.processors.shard_state import ShardState
 from spark_jobs.fraud.traffic import TransactionSpec, benchmark_rules, generate_transactions
 from spark_jobs.fraud.traffic.generate import transaction_text
 
@@ -108,14 +109,16 @@ def test_a_snapshot_comes_once_the_logs_outweigh_it_and_every_load_agrees(small_
     assert last.first_log >= last.snapshot_seq - shard_state.KEPT_LOGS + 1
     assert last.snapshot_seq < last.seq  # a rebuild applies logs after the snapshot
     expected = versions[-1][2]
-    rebuilt, put = state.load(last, None, EMPTY)
+    rebuilt, put = apply_load(state.load_plan(last, None), None)
     assert put is None and content(rebuilt) == expected
-    own, put = state.load(last, store, last.version)
+    own, put = apply_load(state.load_plan(last, last.version), store)
     assert own is store and put == set()
     old_version, old_bytes, old_content = versions[-3]
     assert old_content != expected
     behind = LoggedStore.restore(old_bytes)
-    forward, put = state.load(last, behind, old_version)
+    forward, put = apply_load(state.load_plan(last, old_version), behind)
     assert forward is behind and put and content(forward) == expected
-    stale, put = state.load(last, LoggedStore.restore(old_bytes), (old_version[0], 12345))
-    assert put is None and content(stale) == expected  # not this history: rebuilt
+    stale = state.load_plan(last, (old_version[0], 12345))  # not this history: rebuilt
+    assert stale.kind == "rebuild" and stale.target == last.version
+    rebuilt, put = apply_load(stale, LoggedStore.restore(old_bytes))
+    assert put is None and content(rebuilt) == expected

@@ -1,2 +1,2 @@
 """Spark adapters of the fraud engine: one transformWithStateInPandas key per shard, its
-resident engine and its state (a snapshot and change logs)."""
+engine kept in a host process per executor, its state (a snapshot and change logs) in Spark."""

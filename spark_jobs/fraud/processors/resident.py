@@ -20,7 +20,8 @@ def raise_young_threshold() -> None:
     at CPython's default threshold the collector scans young objects about every hundred
     transactions, only to promote them: 20-25 % of the engine's CPU offline (BENCHMARKS.md,
     "a new key's window made in one step"). The batch's end still collects and freezes
-    (settle_garbage_collector); the older generations' thresholds stay as they are.
+    (settle_garbage_collector in the driver, settle_engine_process_collector in an engine
+    process or shard host); the older generations' thresholds stay as they are.
     """
     young, *older = gc.get_threshold()
     if young < YOUNG_GENERATION_THRESHOLD:
@@ -28,7 +29,8 @@ def raise_young_threshold() -> None:
 
 
 def settle_garbage_collector(batch_id: int) -> None:
-    """Collect the batch's young garbage, then freeze what survived (the engine's windows).
+    """Collect the batch's young garbage, then freeze what survived (the engine's windows):
+    for the driver's process, which runs more than its engine.
 
     The windows are long-lived objects by the hundred thousand, and CPython's cyclic
     collector would rescan all of them at every full collection, pauses that dominated the

@@ -4,8 +4,9 @@ the first worker that needs it.
 Hosts are found by a Unix socket in a directory only this user can enter, named by the
 process they live for (the worker's parent: the executor's Python daemon), the query's
 state and the shard, so two executors on one machine, or two queries, never share one. A
-lock on the directory makes sure one worker starts a missing host, not two (a host starts
-once per shard and executor: one lock for all is no contention, and leaves no lock files).
+lock file per query state and shard (kept: a few per query) makes sure one worker starts a
+missing host, not two; under it, a socket file that nobody answers (its host was killed)
+is removed before the new host binds its own.
 """
 
 from __future__ import annotations
@@ -29,7 +30,15 @@ from typing import Any
 from spark_jobs.fraud.processors.shard_host import EngineSpec
 
 START_TIMEOUT_S = 60.0  # for a new host to import the engine and bind its socket
-_STARTED: list[subprocess.Popen[bytes]] = []  # reaped by subprocess as they exit
+# for a host to take a connection: it serves one task at a time, and a shard's tasks come
+# one after the other (a retried one may wait for the attempt before it to let go)
+HANDSHAKE_TIMEOUT_S = 300.0
+MAX_SOCKET_PATH = 100  # bytes: AF_UNIX paths end at 104-108 bytes
+# `-c`, not `-m`: run as __main__ the module would be imported a second time by the
+# first EngineSpec unpickled
+HOST_ENTRY = ("import sys; from spark_jobs.fraud.processors.shard_host import main; "
+              "main(sys.argv[1:])")
+_STARTED: list[subprocess.Popen[bytes]] = []  # hosts this worker started (reaped at the next)
 
 
 class ShardHostError(RuntimeError):
@@ -49,8 +58,15 @@ def hosts_directory() -> Path:
 
 
 def host_path(state_id: str, shard: int, anchor_pid: int) -> str:
-    digest = hashlib.sha1(state_id.encode()).hexdigest()[:16]
-    return str(hosts_directory() / f"{anchor_pid}-{digest}-{shard}.sock")
+    path = str(hosts_directory() / f"{anchor_pid}-{_state_name(state_id, shard)}.sock")
+    if len(path.encode()) > MAX_SOCKET_PATH:
+        raise ShardHostError(f"the fraud shard host socket path {path} is longer than "
+                             f"{MAX_SOCKET_PATH} bytes: point TMPDIR to a shorter directory")
+    return path
+
+
+def _state_name(state_id: str, shard: int) -> str:
+    return f"{hashlib.sha1(state_id.encode()).hexdigest()[:16]}-{shard}"
 
 
 class ShardHostConnection:
@@ -84,9 +100,11 @@ def shard_host(state_id: str, shard: int, spec: EngineSpec,
     path = host_path(state_id, shard, anchor)
     connection = _connect(path, spec)
     if connection is None:
-        with _lock(os.path.dirname(path)):
+        with _lock(str(hosts_directory() / f"{_state_name(state_id, shard)}.lock")):
             connection = _connect(path, spec)  # another worker may have started it
             if connection is None:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)  # a killed host's: nobody answers there
                 _start(path, anchor)
                 connection = _connect(path, spec)
         if connection is None:
@@ -109,16 +127,20 @@ def _connect(path: str, spec: EngineSpec) -> ShardHostConnection | None:
     connection = Connection(sock.detach())
     try:
         connection.send(spec)
+        if not connection.poll(HANDSHAKE_TIMEOUT_S):
+            connection.close()
+            raise ShardHostError(f"the fraud shard host at {path} took no connection in "
+                                 f"{HANDSHAKE_TIMEOUT_S:.0f} s (a task before holds it)")
         connection.recv()
-    except (EOFError, OSError):
+    except (EOFError, OSError):  # it exited as it was reached
         connection.close()
         return None
     return ShardHostConnection(connection, path)
 
 
 @contextlib.contextmanager
-def _lock(directory: str) -> Iterator[None]:
-    descriptor = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+def _lock(path: str) -> Iterator[None]:
+    descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(descriptor, fcntl.LOCK_EX)
         yield
@@ -130,10 +152,13 @@ def _start(path: str, anchor_pid: int) -> None:
     """Start a host and wait until it listens. Its own session: a signal to the worker's
     process group (Ctrl-C in a terminal) is the application's to handle, and the host ends
     when the anchor does."""
+    _STARTED[:] = [started for started in _STARTED if started.poll() is None]  # reaped
+    # the worker's own import path (Spark may add the job's files to it at run time)
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     process = subprocess.Popen(
-        [sys.executable, "-m", "spark_jobs.fraud.processors.shard_host", path,
-         str(anchor_pid)],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, start_new_session=True)
+        [sys.executable, "-c", HOST_ENTRY, path, str(anchor_pid)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, env=environment,
+        start_new_session=True)
     _STARTED.append(process)
     assert process.stdout is not None
     deadline = time.monotonic() + START_TIMEOUT_S

@@ -33,25 +33,15 @@ from pyspark.sql.streaming.stateful_processor import (
 )
 
 from spark_jobs.contracts.json_gate import DEFAULT_MAX_MESSAGE_BYTES
-from spark_jobs.fraud.core.engine import Output
-from spark_jobs.fraud.core.output_rows import ARROW_OUTPUT_SCHEMA, output_fields
+from spark_jobs.fraud.core.output_rows import ARROW_OUTPUT_SCHEMA
 from spark_jobs.fraud.processors.shard_host import INPUT_FIELDS, EngineSpec
 from spark_jobs.fraud.processors.shard_host_client import ShardHostConnection, shard_host
+from spark_jobs.fraud.processors.shard_load import Version
 from spark_jobs.fraud.processors.shard_state import Head, ShardState
-from spark_jobs.streaming.bucketed.frames import to_frame
+from spark_jobs.streaming.bucketed.frames import column_values, to_frame
 from spark_jobs.streaming.processor import keep_one_timer
 
 OUTPUT_SCHEMA = from_arrow_schema(ARROW_OUTPUT_SCHEMA)
-OUTPUT_NAMES = OUTPUT_SCHEMA.fieldNames()
-
-
-def _values(series: pd.Series) -> list[Any]:
-    """A column as Python values, None for every null (None, NaN or pandas' NA)."""
-    values = series.tolist()
-    if series.hasnans:
-        return [None if null else v for v, null in zip(values, series.isna().tolist(),
-                                                        strict=True)]
-    return values
 
 
 def input_columns(frames: Iterator[pd.DataFrame]) -> list[list[Any]]:
@@ -61,14 +51,8 @@ def input_columns(frames: Iterator[pd.DataFrame]) -> list[list[Any]]:
     for frame in frames:
         if len(frame):
             for column, name in zip(columns, INPUT_FIELDS, strict=True):
-                column.extend(_values(frame[name]))
+                column.extend(column_values(frame[name]))
     return columns
-
-
-def output_values(shard: int, output: Output, source: Any) -> list[Any]:
-    """One output as the values of an OUTPUT_SCHEMA row, in schema order."""
-    fields = output_fields(shard, output, source)
-    return [fields[name] for name in OUTPUT_NAMES]
 
 
 class FraudShardProcessor(StatefulProcessor):
@@ -93,8 +77,8 @@ class FraudShardProcessor(StatefulProcessor):
         watermark = timerValues.getCurrentWatermarkInMs()
         columns = input_columns(rows)
         with shard_host(self.state_id, shard, self.spec) as host:
-            head = self._load(host)
-            out, changes, wanted = host.call("evaluate", shard, columns, watermark,
+            head, version = self._load(host)
+            out, changes, wanted = host.call("evaluate", version, shard, columns, watermark,
                                              int(time.time() * 1000))
             self._commit(host, head, changes, wanted, watermark)
         yield to_frame(out, OUTPUT_SCHEMA)
@@ -103,20 +87,20 @@ class FraudShardProcessor(StatefulProcessor):
                            ) -> Iterator[pd.DataFrame]:
         watermark = timerValues.getCurrentWatermarkInMs()
         with shard_host(self.state_id, int(key[0]), self.spec) as host:
-            head = self._load(host)
-            changes, wanted = host.call("cleanup", watermark)
+            head, version = self._load(host)
+            changes, wanted = host.call("cleanup", version, watermark)
             self._commit(host, head, changes, wanted, watermark)
         return iter(())
 
     def close(self) -> None:
         pass
 
-    def _load(self, host: ShardHostConnection) -> Head | None:
-        """Make the host's copy the stored state; the stored head."""
+    def _load(self, host: ShardHostConnection) -> tuple[Head | None, Version]:
+        """Make the host's copy the stored state; the stored head and its version."""
         head = self.state.head()
         load = self.state.load_plan(head, host.call("version"))
         host.call("load", load)
-        return head
+        return head, load.target
 
     def _commit(self, host: ShardHostConnection, head: Head | None, changes: bytes,
                 wanted: int | None, watermark_ms: int) -> None:

@@ -27,14 +27,22 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql.streaming.stateful_processor import StatefulProcessorHandle
 from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 
 from spark_jobs.fraud.core.changelog import LoggedStore
-from spark_jobs.fraud.processors.resident import rebuilding
+from spark_jobs.fraud.processors.shard_load import (
+    EMPTY,
+    EMPTY_LOAD,
+    LOGS,
+    OWN,
+    REBUILD,
+    Load,
+    Version,
+)
 
 HEAD = StructType([StructField("seq", LongType()), StructField("nonce", LongType()),
                    StructField("snapshot_seq", LongType()),
@@ -50,9 +58,6 @@ KEPT_LOGS = 8  # logs kept from before a snapshot: a copy that far behind is bro
 # a new snapshot once the logs since the last outweigh it this often; 4 (fewer snapshots,
 # slower rebuilds) made no measurable difference to the spark mode's throughput (BENCHMARKS.md)
 LOGS_OUTWEIGH_SNAPSHOT = 1
-
-Version = tuple[int, int]  # (seq, nonce)
-EMPTY: Version = (0, 0)  # a shard without state
 
 
 @dataclass(frozen=True)
@@ -81,28 +86,21 @@ class ShardState:
         stored = self._head.get()
         return None if stored is None else Head(*(int(v) for v in stored))
 
-    def load(self, head: Head | None, copy: LoggedStore | None, copy_version: Version
-             ) -> tuple[LoggedStore, set[tuple[int, str]] | None]:
-        """The store at `head`: `copy` itself when it is that version (no window replayed),
-        or brought forward when it is an older version of the same history (the windows
-        the replay put), else rebuilt (None)."""
-        return apply_load(self.load_plan(head, None if copy is None else copy_version), copy)
-
     def load_plan(self, head: Head | None, copy_version: Version | None) -> Load:
         """What a copy at `copy_version` (None: no copy, or one of unknown version) needs to
         become the state at `head`: nothing, the change logs after it, or a rebuild from the
         snapshot and the logs after that."""
         if head is None:
-            return Load(EMPTY_LOAD)
+            return Load(EMPTY_LOAD, EMPTY)
         if copy_version is not None and copy_version == head.version:
-            return Load(OWN)
+            return Load(OWN, head.version)
         if copy_version is not None:
             seq = copy_version[0]
             if head.first_log <= seq < head.seq and self._change(seq)[0] == copy_version[1]:
-                return Load(LOGS, None, [self._change(later)[1]
-                                          for later in range(seq + 1, head.seq + 1)])
+                return Load(LOGS, head.version, None,
+                            [self._change(later)[1] for later in range(seq + 1, head.seq + 1)])
         snapshot = self._snapshot.get()
-        return Load(REBUILD, None if snapshot is None else bytes(snapshot[2]),
+        return Load(REBUILD, head.version, None if snapshot is None else bytes(snapshot[2]),
                     [self._change(later)[1]
                      for later in range(head.snapshot_seq + 1, head.seq + 1)])
 
@@ -141,42 +139,6 @@ class ShardState:
         self._head.update((new.seq, new.nonce, new.snapshot_seq, new.change_bytes,
                            new.snapshot_bytes, new.first_log))
         return new.version
-
-
-# what a copy needs to become the stored state (Load.kind)
-EMPTY_LOAD, OWN, LOGS, REBUILD = "empty", "own", "logs", "rebuild"
-
-
-@dataclass(frozen=True)
-class Load:
-    """ShardState.load_plan's answer: plain data, sent to the process that holds the copy."""
-
-    kind: str
-    snapshot: bytes | None = None
-    logs: list[bytes] = field(default_factory=list)
-
-
-def apply_load(load: Load, copy: LoggedStore | None
-               ) -> tuple[LoggedStore, set[tuple[int, str]] | None]:
-    """The store `load` makes of `copy`: the copy itself (no window replayed), the copy
-    brought forward (the windows the replay put), or a new store (None)."""
-    if load.kind == EMPTY_LOAD:
-        return LoggedStore(), None
-    if load.kind == OWN:
-        assert copy is not None
-        return copy, set()
-    if load.kind == LOGS:
-        assert copy is not None
-        put: set[tuple[int, str]] = set()
-        with rebuilding():
-            for log in load.logs:
-                put |= copy.apply_changes(log)
-        return copy, put
-    with rebuilding():
-        store = LoggedStore.restore(load.snapshot)
-        for log in load.logs:
-            store.apply_changes(log)
-    return store, None
 
 
 @dataclass(frozen=True)
