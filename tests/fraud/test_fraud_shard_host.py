@@ -206,6 +206,24 @@ def test_a_copy_behind_is_brought_forward_with_the_logs(processor):
     assert held(processor) == pickle.loads(reference(batches).store.snapshot())
 
 
+def test_a_rule_changed_on_another_executor_is_read_when_caught_up(processor):
+    batches = transaction_batches(2, 300)
+    run_batch(processor, rule_rows())
+    run_batch(processor, batches[0])
+    # another executor's batch held only a rule change: its log puts no window
+    handle, state_id = processor.handle, processor.state_id
+    state = processor_on(handle, state_id).state
+    head = state.head()
+    store, _ = apply_load(state.load_plan(head, None), None)
+    engine = FraudEngine(store)
+    engine.on_rule('{"ruleId": 1, "ruleState": "DELETE"}', START_MS + 1000)
+    state.commit(head, store)
+    alerts = run_batch(processor, batches[1])
+    assert counts(processor)["caught_up"] == 1
+    assert alerts == run_engine(engine, batches[1])
+    assert all(rule != 1 for rule, _ in alerts)
+
+
 def test_a_load_abandoned_or_failed_half_way_is_never_replayed(processor):
     batches = transaction_batches(5, 300)
     run_batch(processor, rule_rows())

@@ -44,7 +44,7 @@ from spark_jobs.fraud.processors.resident import (
     raise_young_threshold,
     settle_engine_process_collector,
 )
-from spark_jobs.fraud.processors.shard_load import Load, Version, apply_load
+from spark_jobs.fraud.processors.shard_load import OWN, Load, Version, apply_load
 from spark_jobs.streaming.future_rows import FUTURE_COLUMN
 
 IDLE_EXIT_S = 600.0  # a host without calls this long exits (its query stopped or moved)
@@ -101,11 +101,11 @@ class ShardHost:
             self.engine = FraudEngine(store, spec.alert_on_late, spec.bucket_ms,
                                       late_retention_ms=spec.late_retention_ms,
                                       max_message_bytes=spec.max_message_bytes)
-        elif replayed:
+        elif load.kind == OWN:
+            self.counts["hits"] += 1
+        else:  # brought forward: also logs that put no window (a rule change) are read again
             self.counts["caught_up"] += 1
             self.engine.caught_up(replayed)
-        else:
-            self.counts["hits"] += 1
         self.store = store
         self._version = load.target
 
