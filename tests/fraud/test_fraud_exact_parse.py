@@ -12,7 +12,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spark_jobs.fraud.core.keys import JsonDecimal, exact_from_gate, gated_json, loads_json
+from spark_jobs.contracts.json_gate import MalformedJson
+from spark_jobs.fraud.core.keys import (
+    JsonDecimal,
+    compact_flat_object,
+    exact_from_gate,
+    gated_json,
+    loads_json,
+)
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -97,3 +104,59 @@ def test_text_and_buffer_messages_parse_as_bytes_do() -> None:
         text, parsed = gated_json(same)
         assert text == expected[0] and _same(parsed, expected[1])
     assert exact_from_gate(orjson.loads(raw), raw.decode()) is not None
+
+
+def _outcome(raw: bytes | bytearray, max_bytes: int) -> tuple[str, Any]:
+    """gated_json's answer, or the gate's refusal as text."""
+    try:
+        return gated_json(raw, max_bytes)
+    except MalformedJson as exc:
+        return "refused", str(exc)
+
+
+def _same_outcome(raw: bytes, max_bytes: int = 1 << 20) -> tuple[str, Any]:
+    """The bytes path (which may take compact_flat_object) against a bytearray of the same
+    message, which always goes through the whole gate."""
+    fast, gated = _outcome(raw, max_bytes), _outcome(bytearray(raw), max_bytes)
+    assert fast[0] == gated[0] and _same(fast[1], gated[1]), raw
+    return fast
+
+
+@pytest.mark.parametrize("raw", [
+    b'{"x":18446744073709551615}',  # orjson reads up to 2**64 - 1; int64 stops before
+    b'{"x":9223372036854775808}',
+    b'{"x":-9223372036854775809}',
+    b'{"x":1e999}',
+    b'{"x":1e-999}',  # vanishes: orjson reads 0.0, writes "0.0"
+    b'{"x":5e-324}',
+    b'{"x":1.7976931348623157e308}',
+    b'{"s":"\\ud800"}',  # a lone surrogate
+    b'{"s":"\\udc00\\ud800"}',
+    b'\xef\xbb\xbf{"x":1}',  # a BOM
+    b'{"x":1}\x00',
+    b'{"s":"\xff"}',  # not UTF-8
+])
+def test_hostile_flat_objects_get_the_gates_answer(raw: bytes) -> None:
+    _same_outcome(raw)
+
+
+def test_the_fast_path_keeps_to_the_size_limit_and_takes_the_generators_form() -> None:
+    raw = b'{"transactionId":1,"eventTime":5,"payeeId":9223372036854775807,"paymentAmount":4.05}'
+    assert compact_flat_object(raw) is not None
+    assert _same_outcome(raw)[0] == raw.decode()
+    assert _same_outcome(raw, max_bytes=len(raw))[0] == raw.decode()
+    refused, detail = _same_outcome(raw, max_bytes=len(raw) - 1)
+    assert refused == "refused" and "larger than jobs.max_message_bytes" in detail
+    assert compact_flat_object(b'{"x":18446744073709551615}') is None
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.dictionaries(st.text(max_size=6), st.one_of(
+    _scalars, st.integers(-(2**64), 2**64), st.floats(allow_nan=False, allow_infinity=False)),
+    max_size=6))
+def test_every_flat_object_gets_the_gates_answer(fields: dict[str, Any]) -> None:
+    try:
+        raw = orjson.dumps(fields)
+    except orjson.JSONEncodeError:  # an integer orjson does not write
+        raw = json.dumps(fields, separators=(",", ":"), ensure_ascii=False).encode()
+    _same_outcome(raw)

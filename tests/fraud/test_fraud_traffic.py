@@ -21,6 +21,7 @@ from spark_jobs.fraud.traffic import (
     produce_transactions,
     transaction_text,
 )
+from spark_jobs.fraud.traffic.generate import rendered
 
 FIELDS = {"transactionId", "eventTime", "payeeId", "beneficiaryId", "paymentAmount",
           "paymentType"}
@@ -105,6 +106,16 @@ def test_the_rules_fire_for_a_few_per_cent_of_the_traffic():
     for t in generate_transactions(count=20_000, rate_per_s=1000):
         alerted += bool(engine.on_transaction(transaction_text(t), 0, 0))
     assert 0.01 < alerted / 20_000 < 0.10
+
+
+def test_a_rendered_transaction_is_its_text_with_the_event_time_spliced_in():
+    for t in generate_transactions(count=500):
+        ready = rendered(t)
+        for event_time in (0, -5, 1_767_225_600_123, t["eventTime"]):
+            assert ready.value(event_time) == transaction_text({**t, "eventTime": event_time})
+        assert ready.key == str(t["payeeId"])
+    with pytest.raises(ValueError, match="starts with transactionId and eventTime"):
+        rendered({"eventTime": 1, "transactionId": 2})
 
 
 class _FakeProducer:

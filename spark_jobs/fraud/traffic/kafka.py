@@ -8,12 +8,12 @@ import dataclasses
 import math
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from spark_jobs.contracts.topics import TOPIC_TRANSACTIONS
-from spark_jobs.fraud.traffic.generate import generate_transactions, transaction_text
+from spark_jobs.fraud.traffic.generate import Rendered, generate_transactions, rendered
 from spark_jobs.fraud.traffic.spec import DEFAULT_SPEC, TransactionSpec
 from spark_jobs.settings import Settings
 from spark_jobs.streaming.traffic.sending import Outgoing, ProductionReport, send_paced
@@ -46,14 +46,14 @@ def produce_transactions(
         raise ValueError("rate_per_s and seconds must be positive")
     transactions = generate_transactions(spec, math.ceil(rate_per_s * seconds),
                                          rate_per_s=rate_per_s)
-    report = send_paced(_stamped(transactions, topic), settings, producer, rate=rate_per_s,
+    ready = [rendered(transaction) for transaction in transactions]  # before the clock runs
+    report = send_paced(_stamped(ready, topic), settings, producer, rate=rate_per_s,
                         stop_event=stop_event)
     return TransactionReport(**dataclasses.asdict(report), first_id=spec.first_id)
 
 
-def _stamped(transactions: Iterator[dict[str, Any]], topic: str) -> Iterator[Outgoing]:
+def _stamped(ready: Iterable[Rendered], topic: str) -> Iterator[Outgoing]:
     """Each transaction stamped with the wall clock as the loop takes it (its slot came)."""
-    for transaction in transactions:
+    for transaction in ready:
         now_ms = int(time.time() * 1000)
-        transaction["eventTime"] = now_ms
-        yield Outgoing(topic, str(transaction["payeeId"]), transaction_text(transaction), now_ms)
+        yield Outgoing(topic, transaction.key, transaction.value(now_ms), now_ms)
