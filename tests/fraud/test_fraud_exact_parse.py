@@ -12,10 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spark_jobs.contracts.json_gate import MalformedJson
+from spark_jobs.contracts.json_gate import MalformedJson, compact_flat_object
 from spark_jobs.fraud.core.keys import (
     JsonDecimal,
-    compact_flat_object,
     exact_from_gate,
     gated_json,
     loads_json,

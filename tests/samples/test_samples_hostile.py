@@ -10,6 +10,7 @@ from helpers.hostile import hostile_messages, messages
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from spark_jobs.contracts.json_gate import compact_flat_object
 from spark_jobs.samples.core.isolation import add_isolated
 from spark_jobs.samples.core.joiner import (
     JoinParameters,
@@ -259,3 +260,46 @@ def test_fuzzed_traffic_through_the_join_loses_no_view_and_raises_nothing(batche
     for sample in total.samples:
         encoded = ENCODER.encode(sample.as_dict())
         assert len(encoded) <= MAX_SAMPLE_BYTES
+
+
+def _compact(value: bytes) -> bytes:
+    """The message as producers write JSON (json.dumps' spaces dropped), so that a flat one
+    may take the parsers' shortcut past the gate's scans (json_gate.compact_flat_object)."""
+    return value.replace(b", ", b",").replace(b": ", b":")
+
+
+def _same_on_both_paths(topic: str, value: bytes) -> View | Engagement | Rejected:
+    """bytes may take the shortcut; a bytearray of the same message always takes the whole
+    gate: both must give the same record or the same dead letter."""
+    shortcut, whole = parse(topic, value), parse(topic, bytearray(value))
+    assert shortcut == whole, value
+    return shortcut
+
+
+@pytest.mark.parametrize("topic, label, value, reason",
+                         [c for c in CASES if c[2] is not None],
+                         ids=[f"{c[0]}-{c[1]}" for c in CASES if c[2] is not None])
+def test_a_compact_hostile_message_gets_the_same_answer_as_through_the_whole_gate(
+        topic, label, value, reason):
+    _same_on_both_paths(topic, value)
+    _same_on_both_paths(topic, _compact(value))
+
+
+def test_the_shortcut_takes_compact_flat_messages_and_refuses_a_repeated_key():
+    view = _compact(json.dumps(VIEW).encode())
+    assert compact_flat_object(view) is not None
+    assert isinstance(_same_on_both_paths("views", view), View)
+    repeated = b'{"view_id":"v","user_id":1,"post_id":2,"ts":3,"a":1,"a":2}'
+    assert compact_flat_object(repeated) is None
+    record = _same_on_both_paths("views", repeated)
+    assert isinstance(record, Rejected) and record.detail == "field 'a' appears more than once"
+    wide = b'{"user_id":18446744073709551615,"post_id":7,"signal":"like","ts":5}'
+    record = _same_on_both_paths("engagements", wide)
+    assert isinstance(record, Rejected) and "64-bit range" in record.detail
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(messages(VIEW, VIEW_FIELDS), messages(ENGAGEMENT, ENGAGEMENT_FIELDS)),
+       st.sampled_from(["views", "engagements"]))
+def test_fuzzed_compact_messages_get_the_same_answer_as_through_the_whole_gate(value, topic):
+    _same_on_both_paths(topic, _compact(value))

@@ -26,9 +26,9 @@ import orjson
 
 from spark_jobs.contracts.json_gate import (
     DEFAULT_MAX_MESSAGE_BYTES,
-    INT64_MAX,
-    INT64_MIN,
     MalformedJson,
+    compact_flat_object,
+    is_flat_object,
     load_json,
 )
 from spark_jobs.contracts.records import MAX_TIME_MS
@@ -99,10 +99,10 @@ def gated_json(raw: bytes | str | None, max_bytes: int = DEFAULT_MAX_MESSAGE_BYT
                ) -> tuple[str, Any]:
     """The message's text and its exact parse, once it has passed the JSON gate; else
     MalformedJson naming what is wrong."""
-    if type(raw) is bytes and len(raw) <= max_bytes:
-        compact = compact_flat_object(raw)
+    if type(raw) is bytes:  # a transaction's usual form: a third of the parse saved
+        compact = compact_flat_object(raw, max_bytes)
         if compact is not None:
-            return raw.decode(), compact
+            return raw.decode(), exact_floats(compact)
     decoded = load_json(raw, max_bytes)
     try:
         text = decode_text(raw)
@@ -114,9 +114,6 @@ def gated_json(raw: bytes | str | None, max_bytes: int = DEFAULT_MAX_MESSAGE_BYT
         raise MalformedJson(f"not valid JSON: {exc}") from None
     except RecursionError:  # the gate bounds depth; never let one message unwind the stack
         raise MalformedJson("JSON nested too deeply") from None
-
-
-_SCALARS = (str, int, float, bool, type(None))
 
 
 def exact_from_gate(decoded: Any, raw: bytes | str | None) -> dict[str, Any] | None:
@@ -131,49 +128,20 @@ def exact_from_gate(decoded: Any, raw: bytes | str | None) -> dict[str, Any] | N
     Anything else (spaces, `21.50`, `1e-07`, escapes, nesting, repeated keys) does not
     read back the same and is parsed again."""
     data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
-    return _written_back(decoded, data, gated=True)
-
-
-def compact_flat_object(data: bytes) -> dict[str, Any] | None:
-    """gated_json's result for a message of at most jobs.max_message_bytes, without the
-    gate's scans, when the message is certain to pass them: None unless orjson reads a flat
-    object of scalars and writes it back byte for byte (exact_from_gate's case).
-
-    Such a message passes every check of the gate: orjson took valid UTF-8 without a BOM,
-    the object nests one level, an integer is checked against int64 here (orjson reads up
-    to 2**64 - 1), and each float literal is orjson's own text of a finite float, which the
-    exact check accepts (it refuses overflow to infinity and a non-zero literal read as
-    zero). This halves a transaction's parse, which every engine shard does for every
-    transaction (BENCHMARKS.md, twenty-first session)."""
-    try:
-        decoded = orjson.loads(data)
-    except orjson.JSONDecodeError:
+    if not is_flat_object(decoded) or orjson.dumps(decoded) != data:
         return None
-    return _written_back(decoded, data, gated=False)
+    return exact_floats(decoded)
 
 
-def _written_back(decoded: Any, data: bytes, gated: bool) -> dict[str, Any] | None:
-    """`decoded`, its floats made JsonDecimals, if it is a flat object of scalars that orjson
-    writes back as `data`; None otherwise. `gated`: the gate checked its integers."""
-    if type(decoded) is not dict:
-        return None
-    floats = []
+def exact_floats(decoded: dict[str, Any]) -> dict[str, Any]:
+    """A flat object orjson wrote back as it came, its floats made JsonDecimals of their
+    text (within the float range, as orjson writes them: no exponent check)."""
     for name, value in decoded.items():
-        kind = type(value)
-        if kind is float:
-            floats.append(name)
-        elif kind is int:
-            if not gated and not INT64_MIN <= value <= INT64_MAX:
-                return None
-        elif kind not in _SCALARS:
-            return None
-    if orjson.dumps(decoded) != data:  # orjson read no lone surrogate: it writes every str
-        return None
-    for name in floats:  # within the float range, as written by orjson: no exponent check
-        text = orjson.dumps(decoded[name]).decode()
-        number = _new_decimal(JsonDecimal, text)
-        number.text = text
-        decoded[name] = number
+        if type(value) is float:
+            text = orjson.dumps(value).decode()
+            number = _new_decimal(JsonDecimal, text)
+            number.text = text
+            decoded[name] = number
     return decoded
 
 

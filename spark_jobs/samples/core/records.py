@@ -22,7 +22,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from spark_jobs.contracts.json_gate import DEFAULT_MAX_MESSAGE_BYTES, MalformedJson, load_json
+from spark_jobs.contracts.json_gate import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    MalformedJson,
+    compact_flat_object,
+    load_json,
+)
 from spark_jobs.contracts.records import (
     LONG,
     STRING,
@@ -115,6 +120,10 @@ def _text(value: str | bytes | None) -> str | None:
 
 def _object(value: str | bytes | None, max_bytes: int) -> dict[str, Any]:
     """The message's JSON object through the gate, or RecordError naming what is wrong."""
+    if type(value) is bytes:  # the usual compact, flat message: a third of the parse saved
+        flat = compact_flat_object(value, max_bytes)
+        if flat is not None:
+            return flat
     data = None if value is None else (
         value.encode("utf-8", "surrogatepass") if isinstance(value, str) else bytes(value))
     try:
