@@ -38,16 +38,31 @@ def _shipped_zip_owner(entry: str) -> str | None:
 def prefer_installed(path: Sequence[str]) -> list[str]:
     """`path` with the zips an installed pyspark ships moved behind the directory that holds
     that pyspark (so the installed copy, with its bytecode, is found first). Zips of a pyspark
-    whose directory is not on the path, and everything else, keep their places."""
+    whose directory is not on the path, and everything else, keep their places.
+
+    The directory is matched by its real path: Spark names the zip by pyspark's real location,
+    while a virtualenv reached through a symbolic link (a link to a release directory, a
+    checkout sharing another's environment) puts its linked spelling on the path. Matched by
+    spelling, every Python worker of such an environment compiled pyspark from the zip."""
     entries = list(path)
-    moved = [entry for entry in entries
-             if (owner := _shipped_zip_owner(entry)) is not None and owner in entries
-             and os.path.isfile(os.path.join(owner, "pyspark", "__init__.py"))]
-    if not moved:
+    spelled = {}  # real directory -> its first spelling on the path
+    for entry in entries:
+        if entry.endswith(".zip") or not entry:
+            continue
+        spelled.setdefault(os.path.realpath(entry), entry)
+
+    def owner_on_path(entry: str) -> str | None:
+        owner = _shipped_zip_owner(entry)
+        if owner is None or not os.path.isfile(os.path.join(owner, "pyspark", "__init__.py")):
+            return None
+        return spelled.get(os.path.realpath(owner))
+
+    owners = {entry: owner for entry in entries if (owner := owner_on_path(entry)) is not None}
+    if not owners:
         return entries
-    kept = [entry for entry in entries if entry not in moved]
-    last_owner = max(kept.index(_shipped_zip_owner(entry) or "") for entry in moved)
-    return kept[:last_owner + 1] + moved + kept[last_owner + 1:]
+    kept = [entry for entry in entries if entry not in owners]
+    last_owner = max(kept.index(owner) for owner in owners.values())
+    return kept[:last_owner + 1] + list(owners) + kept[last_owner + 1:]
 
 
 def apply() -> None:

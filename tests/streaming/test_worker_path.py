@@ -27,6 +27,17 @@ def test_the_shipped_zips_move_right_behind_the_package_that_ships_them(tmp_path
         "/after"]
 
 
+def test_a_site_packages_reached_through_a_link_is_the_zip_s_owner(tmp_path: Path):
+    """Spark names the zip by pyspark's real location; the path may hold a linked spelling
+    of the same directory (a virtualenv reached through a symbolic link)."""
+    _, spark_zip, py4j_zip = installed_pyspark(tmp_path / "real" / "site-packages")
+    (tmp_path / "linked").symlink_to(tmp_path / "real")
+    linked_site = str(tmp_path / "linked" / "site-packages")
+    path = ["/job", spark_zip, py4j_zip, "/usr/lib/python3.11", linked_site, "/after"]
+    assert prefer_installed(path) == [
+        "/job", "/usr/lib/python3.11", linked_site, spark_zip, py4j_zip, "/after"]
+
+
 def test_a_path_without_the_zips_is_unchanged(tmp_path: Path):
     site, _, _ = installed_pyspark(tmp_path / "site-packages")
     path = ["/job", "/usr/lib/python311.zip", site]
