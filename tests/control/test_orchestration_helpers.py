@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -111,6 +112,42 @@ def test_airflow_gets_every_setting_from_the_frozen_file(tmp_path, monkeypatch):
     env = airflow_environment(settings, base, settings_file=frozen)
     assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] == postgres  # a real database wins
     assert "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS" not in env
+
+
+def test_every_airflow_variable_names_an_option_airflow_has(tmp_path, monkeypatch):
+    """A misspelt AIRFLOW__SECTION__KEY is silently ignored by Airflow: check each one."""
+    import airflow.config_templates
+    import yaml
+
+    monkeypatch.chdir(tmp_path)
+    settings = load_settings(environ={}, overrides={"airflow": {"home": "home"}})
+    env = airflow_environment(settings, {"PATH": "/usr/bin"})
+    template = Path(airflow.config_templates.__file__).parent / "config.yml"
+    options = {
+        (section, key)
+        for section, body in yaml.safe_load(template.read_text()).items()
+        for key in body["options"]
+    }
+    ours = [name for name in env if name.startswith("AIRFLOW__")]
+    unknown = [
+        name for name in ours
+        if tuple(name.lower().split("__")[1:3]) not in options
+    ]
+    assert len(ours) > 15 and unknown == []
+
+
+def test_a_slow_parse_does_not_make_a_dag_stale(tmp_path, monkeypatch):
+    """Stale means 'last parsed more than the threshold before its file': a parse that times
+    out must not be enough, so the threshold outlasts a parse and its retry."""
+    monkeypatch.chdir(tmp_path)
+    settings = load_settings(environ={}, overrides={"airflow": {"home": "home"}})
+    env = airflow_environment(settings, {"PATH": "/usr/bin"})
+    import_timeout = float(env["AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT"])
+    parse_timeout = int(env["AIRFLOW__DAG_PROCESSOR__DAG_FILE_PROCESSOR_TIMEOUT"])
+    rescan = int(env["AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL"])
+    threshold = int(env["AIRFLOW__DAG_PROCESSOR__STALE_DAG_THRESHOLD"])
+    assert 30 < import_timeout < parse_timeout
+    assert threshold > 2 * (parse_timeout + rescan)
 
 
 def test_stopping_a_session_also_stops_children_in_their_own_process_group():

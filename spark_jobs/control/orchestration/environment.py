@@ -31,6 +31,12 @@ PASSWORDS_FILE = "simple_auth_manager_passwords.json.generated"
 SETTINGS_FILE = "tideline.yaml"
 ADMIN_USER = "admin"
 PARALLELISM = 4
+# Airflow's defaults (30 s import, 50 s parse, 50 s stale threshold) are tight for a DAG file
+# whose import alone takes 2-3 s on an idle 2-core machine.
+DAG_IMPORT_TIMEOUT_SECONDS = 120
+DAG_PARSE_TIMEOUT_SECONDS = 180
+STALE_DAG_THRESHOLD_SECONDS = 600
+EXECUTION_API_TIMEOUT_SECONDS = 30
 
 
 def airflow_executable() -> str:
@@ -96,6 +102,16 @@ def airflow_environment(
             # One parser and a short rescan: new DAG files show up within seconds, cheaply.
             "AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES": "1",
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "30",
+            # A parse slowed past its timeout by a busy machine (two cores shared with Spark)
+            # records the file as parsed without its DAG, and after stale_dag_threshold the
+            # DAG drops out of the UI and the API. Tideline's files never generate DAGs
+            # dynamically, so generous limits cost nothing: a removed DAG lingers 10 minutes.
+            "AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": str(DAG_IMPORT_TIMEOUT_SECONDS),
+            "AIRFLOW__DAG_PROCESSOR__DAG_FILE_PROCESSOR_TIMEOUT": str(DAG_PARSE_TIMEOUT_SECONDS),
+            "AIRFLOW__DAG_PROCESSOR__STALE_DAG_THRESHOLD": str(STALE_DAG_THRESHOLD_SECONDS),
+            # A task's calls to the API server gave up after 5 s while Spark jobs started
+            # beside it, failing the task before it ran.
+            "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": str(EXECUTION_API_TIMEOUT_SECONDS),
             "NO_COLOR": "1",
         }
     )
