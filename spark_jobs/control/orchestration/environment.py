@@ -33,6 +33,7 @@ ADMIN_USER = "admin"
 PARALLELISM = 4
 # Airflow's defaults (30 s import, 50 s parse, 50 s stale threshold) are tight for a DAG file
 # whose import alone takes 2-3 s on an idle 2-core machine.
+DAG_REPARSE_SECONDS = 30  # each file parsed again this often (Airflow's default)
 DAG_IMPORT_TIMEOUT_SECONDS = 120
 DAG_PARSE_TIMEOUT_SECONDS = 180
 STALE_DAG_THRESHOLD_SECONDS = 600
@@ -102,6 +103,7 @@ def airflow_environment(
             # One parser and a short rescan: new DAG files show up within seconds, cheaply.
             "AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES": "1",
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "30",
+            "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": str(DAG_REPARSE_SECONDS),
             # A parse slowed past its timeout by a busy machine (two cores shared with Spark)
             # records the file as parsed without its DAG, and after stale_dag_threshold the
             # DAG drops out of the UI and the API. Tideline's files never generate DAGs
