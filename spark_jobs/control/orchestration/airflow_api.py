@@ -13,6 +13,9 @@ from typing import Any
 import httpx
 
 RETRIES = 4
+# A fresh API server on a machine busy starting Spark jobs has taken over 10 s to answer its
+# first /dags (CI): a read timeout that a busy SQLite lock (60 s wait) would not cut short.
+DEFAULT_TIMEOUT_S = 30.0
 
 
 class AirflowApiError(RuntimeError):
@@ -24,7 +27,8 @@ class AirflowApiError(RuntimeError):
 
 
 class AirflowClient:
-    def __init__(self, base_url: str, username: str, password: str, timeout_s: float = 10.0):
+    def __init__(self, base_url: str, username: str, password: str,
+                 timeout_s: float = DEFAULT_TIMEOUT_S):
         self.base_url = base_url.rstrip("/")
         self._credentials = {"username": username, "password": password}
         self._http = httpx.Client(base_url=self.base_url, timeout=timeout_s)
@@ -43,9 +47,19 @@ class AirflowClient:
 
     def request(self, method: str, path: str, **kwargs: Any) -> Any:
         """JSON of /api/v2<path>; logs in again once when the token has expired, and retries
-        a server error a few times (SQLite answers "database is locked" under load)."""
+        a server error (SQLite answers "database is locked" under load) or no answer in time
+        (a busy machine) a few times. Every call Tideline makes is safe to repeat."""
         for attempt in range(1, RETRIES + 1):
-            answer = self._http.request(method, f"/api/v2{path}", headers=self._headers(), **kwargs)
+            try:
+                answer = self._http.request(method, f"/api/v2{path}", headers=self._headers(),
+                                            **kwargs)
+            except httpx.TransportError as exc:
+                if attempt == RETRIES:
+                    raise AirflowApiError(
+                        f"{method} {path}: no answer from {self.base_url} after {RETRIES} "
+                        f"attempts ({exc.__class__.__name__}: {exc})") from exc
+                time.sleep(attempt)
+                continue
             if answer.status_code == 401 and attempt == 1:
                 self._token = None
                 continue

@@ -36,7 +36,6 @@ COMPONENTS = ("metadatabase", "scheduler", "triggerer", "dag_processor")
 READY_TIMEOUT_S = 240.0
 STOP_GRACE_S = 20.0
 PREPARE_TIMEOUT_S = 60.0  # read timeout of the first API calls after Airflow is healthy
-PREPARE_ATTEMPTS = 3
 
 
 class AirflowStartError(RuntimeError):
@@ -174,16 +173,10 @@ class AirflowStandalone:
         from spark_jobs.settings import load_settings
 
         # A cold API server's first requests (login, then the pool) can take tens of seconds
-        # while it parses DAGs on a busy machine: a long read timeout, and a retry.
-        for attempt in range(1, PREPARE_ATTEMPTS + 1):
-            try:
-                with AirflowClient(self.local_url, ADMIN_USER, self.admin_password(),
-                                   timeout_s=PREPARE_TIMEOUT_S) as client:
-                    ensure_pools(client, load_settings(self.env))
-                return
-            except httpx.TransportError:
-                if attempt == PREPARE_ATTEMPTS:
-                    raise
+        # while it parses DAGs on a busy machine: a long read timeout (the client retries).
+        with AirflowClient(self.local_url, ADMIN_USER, self.admin_password(),
+                           timeout_s=PREPARE_TIMEOUT_S) as client:
+            ensure_pools(client, load_settings(self.env))
 
     def admin_password(self) -> str:
         """The password the simple auth manager generated for the admin user."""
