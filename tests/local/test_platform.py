@@ -205,7 +205,9 @@ def platform(tmp_path: Path) -> Iterator[Platform]:
 
 def check_login(platform: Platform) -> None:
     """The printed credentials work; without them Airflow and the Tideline pages refuse."""
-    with httpx.Client(base_url=platform.url, timeout=10.0, follow_redirects=False) as api:
+    # 30 s, as the platform's own client: a fresh API server beside starting Spark jobs has
+    # taken over 10 s to answer on CI's two cores
+    with httpx.Client(base_url=platform.url, timeout=30.0, follow_redirects=False) as api:
         assert api.get("/api/v2/dags").status_code == 401
         assert api.get("/tideline/alerts").status_code == 401
         browser = api.get("/tideline/alerts", headers={"accept": "text/html"})
