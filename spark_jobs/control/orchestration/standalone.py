@@ -32,6 +32,7 @@ from spark_jobs.control.orchestration.environment import (
 )
 
 HEALTH_PATH = "/api/v2/monitor/health"
+EXECUTION_HEALTH_PATH = "/execution/health"
 COMPONENTS = ("metadatabase", "scheduler", "triggerer", "dag_processor")
 READY_TIMEOUT_S = 240.0
 STOP_GRACE_S = 20.0
@@ -165,6 +166,16 @@ class AirflowStandalone:
             f"log tail:\n{_log_tail(self.log_path)}"
         )
 
+    def warm_execution_api(self) -> None:
+        """Have the API server build its Execution API now, while we wait for it.
+
+        It builds the Execution API's versioned routes (cadwyn) on that API's first request,
+        inside its event loop: every request to the server, /api/v2 included, waits behind it.
+        On two cores beside starting Spark jobs that took 5-12 s, long enough to time out a
+        caller's first call at random (a task's 5 s default, the platform's login check)."""
+        with contextlib.suppress(httpx.TransportError):  # prepare's calls then say why
+            httpx.get(self.local_url + EXECUTION_HEALTH_PATH, timeout=PREPARE_TIMEOUT_S)
+
     def prepare(self) -> None:
         """Create what Tideline's DAGs need in Airflow's database (the Spark pool), sized by
         the settings Airflow's tasks see."""
@@ -172,6 +183,7 @@ class AirflowStandalone:
         from spark_jobs.control.orchestration.pools import ensure_pools
         from spark_jobs.settings import load_settings
 
+        self.warm_execution_api()
         # A cold API server's first requests (login, then the pool) can take tens of seconds
         # while it parses DAGs on a busy machine: a long read timeout (the client retries).
         with AirflowClient(self.local_url, ADMIN_USER, self.admin_password(),
