@@ -14,7 +14,7 @@ import httpx
 
 RETRIES = 4
 # A fresh API server on a machine busy starting Spark jobs has taken over 10 s to answer its
-# first /dags (CI): a read timeout that a busy SQLite lock (60 s wait) would not cut short.
+# first /dags (CI); a slower answer than this is retried (`request`).
 DEFAULT_TIMEOUT_S = 30.0
 
 
