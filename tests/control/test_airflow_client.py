@@ -4,14 +4,16 @@ error that names the call."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from types import SimpleNamespace
 
 import pytest
+from helpers.receivers import local_http_server
 
 from spark_jobs.control.orchestration import airflow_api
 from spark_jobs.control.orchestration.airflow_api import AirflowApiError, AirflowClient
@@ -62,19 +64,8 @@ def handler_for(state: SlowAirflow) -> type[BaseHTTPRequestHandler]:
 
 @pytest.fixture
 def serve() -> Iterator:
-    servers: list[ThreadingHTTPServer] = []
-
-    def start(state: SlowAirflow) -> str:
-        server = ThreadingHTTPServer(("127.0.0.1", 0), handler_for(state))
-        server.daemon_threads = True
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        servers.append(server)
-        return f"http://127.0.0.1:{server.server_address[1]}"
-
-    yield start
-    for server in servers:
-        server.shutdown()
-        server.server_close()
+    with contextlib.ExitStack() as servers:
+        yield lambda state: servers.enter_context(local_http_server(handler_for(state)))
 
 
 @pytest.fixture(autouse=True)

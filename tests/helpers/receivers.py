@@ -16,6 +16,20 @@ from typing import Any
 
 
 @contextmanager
+def local_http_server(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """Yields the base URL of `handler` served on 127.0.0.1 in a thread, stopped at exit."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True  # a handler still answering slowly does not hold the exit
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@contextmanager
 def webhook_receiver(status: int = 200) -> Iterator[tuple[str, list[dict[str, Any]]]]:
     """Yields (url, received JSON bodies); answers every POST with `status`."""
     received: list[dict[str, Any]] = []
@@ -31,14 +45,8 @@ def webhook_receiver(status: int = 200) -> Iterator[tuple[str, list[dict[str, An
         def log_message(self, *_args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/hook", received
-    finally:
-        server.shutdown()
-        server.server_close()
+    with local_http_server(Handler) as url:
+        yield f"{url}/hook", received
 
 
 @contextmanager
