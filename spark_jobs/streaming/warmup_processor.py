@@ -4,10 +4,12 @@ a module of its own so that the command importing the runner does not import pan
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
+
+if TYPE_CHECKING:  # pandas is imported where frames are built: the driver's state-schema
+    import pandas as pd  # worker loads this module at every query start, without pandas
 
 
 class Echo(StatefulProcessor):
@@ -18,6 +20,8 @@ class Echo(StatefulProcessor):
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame],
                         timerValues: Any) -> Iterator[pd.DataFrame]:
+        import pandas as pd
+
         yield pd.DataFrame({"k": [int(key[0])]})
 
     def close(self) -> None:

@@ -9,6 +9,15 @@ every new worker. The zip holds the same files as the installed package it ships
 putting it after the package's directory on sys.path changes which copy is imported, not
 what is imported.
 
+The archives pyspark ships are also read once per process, not at every start of a worker:
+Spark's workers call `importlib.invalidate_caches()` as they start (`setup_spark_files`), and
+a zip's importer then re-reads the archive's whole directory, in Python: pyspark.zip's ~1,400
+entries, and spark-core's jar, which Spark also puts on their PYTHONPATH, twice (the jar and
+its `org` directory). That was 0.1-0.2 s of CPU in each new worker and planner process
+(py-spy, BENCHMARKS.md, twenty-third session). Those archives do not change while a process
+runs, so their importer (`ShippedArchiveImporter`, installed as a path hook) keeps the
+directory it read.
+
 `infra/setup.sh` installs a `.pth` file into the virtualenv (`install()`), so every interpreter
 start applies this: the processes Spark starts then import pyspark as the driver does.
 """
@@ -17,6 +26,7 @@ from __future__ import annotations
 
 import os
 import sys
+import zipimport
 from collections.abc import Sequence
 
 PTH_NAME = "tideline_worker_path.pth"
@@ -65,9 +75,48 @@ def prefer_installed(path: Sequence[str]) -> list[str]:
     return kept[:last_owner + 1] + list(owners) + kept[last_owner + 1:]
 
 
+def is_shipped_archive(entry: str) -> bool:
+    """Whether a path entry is, or lies inside, a zip or jar of an installed pyspark
+    (`<dir>/pyspark/python/lib/*.zip`, `<dir>/pyspark/jars/*.jar`)."""
+    archive = entry
+    for suffix in (".zip", ".jar"):
+        inside = entry.find(suffix + os.sep)
+        if inside != -1:
+            archive = entry[:inside + len(suffix)]
+            break
+    if archive.endswith(".zip"):
+        return _shipped_zip_owner(archive) is not None
+    jars = os.path.dirname(archive)
+    return (archive.endswith(".jar") and os.path.basename(jars) == "jars"
+            and os.path.basename(os.path.dirname(jars)) == "pyspark")
+
+
+class ShippedArchiveImporter(zipimport.zipimporter):
+    """An archive that pyspark ships, read once: invalidating caches keeps its directory."""
+
+    def invalidate_caches(self) -> None:
+        pass
+
+
+def shipped_archive_hook(entry: str) -> ShippedArchiveImporter:
+    """The path hook giving a shipped archive its importer (ImportError: not ours, the next
+    hook decides)."""
+    if not is_shipped_archive(entry):
+        raise ImportError(f"not an archive shipped by pyspark: {entry}")
+    return ShippedArchiveImporter(entry)
+
+
 def apply() -> None:
-    """Reorder this interpreter's sys.path (what the `.pth` line runs at start)."""
+    """Reorder this interpreter's sys.path and hook the shipped zips' importer (what the
+    `.pth` line runs at start)."""
     sys.path[:] = prefer_installed(sys.path)
+    if shipped_archive_hook not in sys.path_hooks:
+        sys.path_hooks.insert(0, shipped_archive_hook)
+    # imports of the .pth files read before this one made plain importers of the archives
+    # first on the path; their directory is cached by archive, so replacing is cheap
+    for entry, finder in list(sys.path_importer_cache.items()):
+        if type(finder) is zipimport.zipimporter and is_shipped_archive(entry):
+            sys.path_importer_cache[entry] = ShippedArchiveImporter(entry)
 
 
 def install(site_packages: str | None = None) -> str:

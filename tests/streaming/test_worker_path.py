@@ -93,3 +93,109 @@ def test_a_python_worker_imports_the_installed_pyspark(spark):
     assert len(files) == 1
     assert ".zip" not in files[0], files[0]
     assert files[0].endswith("pyspark/__init__.py")
+
+
+def shipped_zip(root: Path, module: str) -> str:
+    """A zip where pyspark ships its zips, holding one module."""
+    import zipfile
+
+    lib = root / "pyspark" / "python" / "lib"
+    lib.mkdir(parents=True)
+    archive = lib / "pyspark.zip"
+    with zipfile.ZipFile(archive, "w") as out:
+        out.writestr(f"{module}.py", "VALUE = 42\n")
+    return str(archive)
+
+
+def count_directory_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every read of a zip's directory from now on, by archive."""
+    import zipimport
+
+    reads: list[str] = []
+    read = zipimport._read_directory  # type: ignore[attr-defined]
+
+    def counted(archive: str):  # type: ignore[no-untyped-def]
+        reads.append(archive)
+        return read(archive)
+
+    monkeypatch.setattr(zipimport, "_read_directory", counted)
+    return reads
+
+
+def test_a_shipped_zip_is_read_once_whatever_invalidates_the_caches(tmp_path: Path, monkeypatch):
+    """Spark's workers invalidate the import caches as they start: a zip importer re-read
+    its directory each time (0.1-0.2 s of each worker for pyspark.zip)."""
+    import importlib
+    import sys
+
+    from spark_jobs.streaming.worker_path import ShippedArchiveImporter, apply
+
+    archive = shipped_zip(tmp_path / "site-packages", "tideline_shipped_probe")
+    monkeypatch.setattr(sys, "path", [*sys.path, archive])
+    monkeypatch.setattr(sys, "path_hooks", list(sys.path_hooks))
+    monkeypatch.setattr(sys, "path_importer_cache", dict(sys.path_importer_cache))
+    monkeypatch.delitem(sys.modules, "tideline_shipped_probe", raising=False)
+    apply()
+    reads = count_directory_reads(monkeypatch)
+
+    assert importlib.import_module("tideline_shipped_probe").VALUE == 42
+    assert isinstance(sys.path_importer_cache[archive], ShippedArchiveImporter)
+    importlib.invalidate_caches()
+    importlib.invalidate_caches()
+    assert reads == [archive]
+    del sys.modules["tideline_shipped_probe"]
+
+
+def test_a_plain_zip_importer_re_reads_on_invalidation(tmp_path: Path, monkeypatch):
+    """The cost the shipped zips' importer avoids (so the test above can fail)."""
+    import zipimport
+
+    archive = shipped_zip(tmp_path / "site-packages", "tideline_plain_probe")
+    reads = count_directory_reads(monkeypatch)
+    importer = zipimport.zipimporter(archive)
+    importer.invalidate_caches()
+    assert reads == [archive, archive]
+
+
+@pytest.mark.parametrize(("entry", "shipped"), [
+    ("/site/pyspark/python/lib/pyspark.zip", True),
+    ("/site/pyspark/python/lib/pyspark.zip/pyspark/sql", True),  # a package inside it
+    ("/site/pyspark/jars/spark-core_2.13-4.3.0.jar", True),  # Spark puts it on the path
+    ("/site/pyspark/jars/spark-core_2.13-4.3.0.jar/org", True),
+    ("/site/other/lib/thing.zip", False),
+    ("/site/other/jars/thing.jar", False),
+    ("/usr/lib/python311.zip", False),
+    ("/site", False),
+])
+def test_which_entries_are_archives_pyspark_ships(entry: str, shipped: bool):
+    from spark_jobs.streaming.worker_path import is_shipped_archive
+
+    assert is_shipped_archive(entry) is shipped
+
+
+def test_other_zips_get_the_usual_importer(tmp_path: Path):
+    from spark_jobs.streaming.worker_path import shipped_archive_hook
+
+    with pytest.raises(ImportError):
+        shipped_archive_hook(str(tmp_path / "elsewhere" / "lib" / "thing.zip"))
+
+
+def test_importers_made_before_the_hook_are_replaced_without_a_read(tmp_path: Path,
+                                                                     monkeypatch):
+    """The .pth files read before Tideline's import modules through the zips that are first
+    on the path, so their plain importers exist when `apply` runs."""
+    import importlib
+    import sys
+    import zipimport
+
+    from spark_jobs.streaming.worker_path import ShippedArchiveImporter, apply
+
+    archive = shipped_zip(tmp_path / "site-packages", "tideline_early_probe")
+    monkeypatch.setattr(sys, "path_hooks", list(sys.path_hooks))
+    monkeypatch.setattr(sys, "path_importer_cache", dict(sys.path_importer_cache))
+    sys.path_importer_cache[archive] = zipimport.zipimporter(archive)
+    reads = count_directory_reads(monkeypatch)
+    apply()
+    importlib.invalidate_caches()
+    assert isinstance(sys.path_importer_cache[archive], ShippedArchiveImporter)
+    assert reads == []

@@ -22,9 +22,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.streaming.stateful_processor import (
     StatefulProcessor,
@@ -40,6 +39,9 @@ from spark_jobs.fraud.processors.shard_load import Version
 from spark_jobs.fraud.processors.shard_state import Head, ShardState
 from spark_jobs.streaming.bucketed.frames import column_values, to_frame
 from spark_jobs.streaming.processor import keep_one_timer
+
+if TYPE_CHECKING:  # pandas is imported where frames are built: the driver's state-schema
+    import pandas as pd  # worker loads this module at every query start, without pandas
 
 OUTPUT_SCHEMA = from_arrow_schema(ARROW_OUTPUT_SCHEMA)
 

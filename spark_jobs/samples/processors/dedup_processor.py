@@ -25,9 +25,8 @@ watermark (the join dead-letters them `late`).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import (
@@ -46,6 +45,9 @@ from spark_jobs.streaming.bucketed.frames import column_values, to_frame
 from spark_jobs.streaming.bucketed.keys import BUCKET_COLUMN, UNKEYED, with_bucket
 from spark_jobs.streaming.event_time import FUTURE_COLUMN
 from spark_jobs.streaming.map_state_batch import get_values, update_values
+
+if TYPE_CHECKING:  # pandas is imported where frames are built: the driver's state-schema
+    import pandas as pd  # worker loads this module at every query start, without pandas
 
 VIEW_KEY = "view_key"  # the grouping column (not in the output)
 VIEW_ID = "view_id"  # a view's view_id as the source read it (a JSON string, or null)
@@ -129,6 +131,8 @@ class ViewDedupProcessor(StatefulProcessor):
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame],
                         timerValues: TimerValues) -> Iterator[pd.DataFrame]:
+        import pandas as pd
+
         watermark = timerValues.getCurrentWatermarkInMs()
         chunks = [f for f in rows if len(f)]
         frame = pd.concat(chunks, ignore_index=True) if len(chunks) > 1 else (
@@ -254,6 +258,8 @@ class ViewDedupProcessor(StatefulProcessor):
     def _out(self, frame: pd.DataFrame | None, duplicates: dict[int, DuplicateView],
              parsed: dict[int, View]) -> pd.DataFrame:
         """The frame's own columns, the first arrival of each duplicate, the parsed views."""
+        import pandas as pd
+
         if frame is None:
             return to_frame([], self.schema)
         added: dict[str, list[Any]] = {name: [None] * len(frame) for name in (*_FIRST, *PARSED)}

@@ -14,9 +14,8 @@ from __future__ import annotations
 
 from collections import namedtuple
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from pyspark.sql.types import (
     BooleanType,
     DataType,
@@ -25,12 +24,17 @@ from pyspark.sql.types import (
     StructType,
 )
 
+if TYPE_CHECKING:  # imported where frames are read or built: stateful processors import this
+    import pandas as pd  # module, and Spark's driver loads those without pandas (their schemas)
+
 _NULLABLE_DTYPES: dict[type[DataType], str] = {
     LongType: "Int64", IntegerType: "Int32", BooleanType: "boolean"}
 
 
 def column_values(series: pd.Series) -> list[Any]:
     """A column as Python values, None for a null (None, NaN or pd.NA)."""
+    import pandas as pd
+
     if series.dtype == object:  # one pass (hasnans would cost more than this)
         return [None if v is None or v is pd.NA or (isinstance(v, float) and v != v) else v
                 for v in series.tolist()]
@@ -57,6 +61,8 @@ def records(frames: Iterable[pd.DataFrame], record: type) -> list[Any]:
 
 def to_frame(rows: Sequence[Sequence[Any]], schema: StructType) -> pd.DataFrame:
     """Output rows (tuples in `schema` order) as one frame of exact, nullable columns."""
+    import pandas as pd
+
     names = schema.fieldNames()
     if not rows:
         return pd.DataFrame({name: pd.Series([], dtype=_dtype(schema[name].dataType))
