@@ -101,7 +101,7 @@ class ShippedArchiveImporter(zipimport.zipimporter):
 def shipped_archive_hook(entry: str) -> ShippedArchiveImporter:
     """The path hook giving a shipped archive its importer (ImportError: not ours, the next
     hook decides)."""
-    if not is_shipped_archive(entry):
+    if not isinstance(entry, str) or not is_shipped_archive(entry):
         raise ImportError(f"not an archive shipped by pyspark: {entry}")
     return ShippedArchiveImporter(entry)
 
@@ -116,7 +116,10 @@ def apply() -> None:
     # first on the path; their directory is cached by archive, so replacing is cheap
     for entry, finder in list(sys.path_importer_cache.items()):
         if type(finder) is zipimport.zipimporter and is_shipped_archive(entry):
-            sys.path_importer_cache[entry] = ShippedArchiveImporter(entry)
+            try:
+                sys.path_importer_cache[entry] = ShippedArchiveImporter(entry)
+            except ImportError:  # gone since: the plain importer stays, nothing breaks
+                continue
 
 
 def install(site_packages: str | None = None) -> str:
