@@ -12,12 +12,14 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spark_jobs.contracts.json_gate import DEFAULT_MAX_MESSAGE_BYTES
 from spark_jobs.contracts.records import SPECS, RecordSpec
-from spark_jobs.settings import KafkaSettings
 from spark_jobs.streaming.kafka.source_schema import RAW_SCHEMA
+
+if TYPE_CHECKING:  # the settings tree loads only where a client is made (not for a schema)
+    from spark_jobs.settings import KafkaSettings
 
 SOURCE_NAME = "tideline_kafka"
 RAW_COLUMNS = frozenset(RAW_SCHEMA.fieldNames())
@@ -147,6 +149,8 @@ class SourceOptions:
 
     @property
     def kafka(self) -> KafkaSettings:
+        from spark_jobs.settings import KafkaSettings
+
         return KafkaSettings(bootstrap=self.bootstrap, client=self.client, partitions=1)
 
     def as_spark_options(self) -> dict[str, str]:

@@ -19,23 +19,21 @@ becomes an error row (reason and raw text); nothing is ever dropped.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from pyspark.errors import PySparkNotImplementedError
-from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, SimpleDataSourceStreamReader
 from pyspark.sql.types import StructType
 
-from spark_jobs.settings import KafkaSettings
-from spark_jobs.streaming.kafka.batch_reader import (
-    ENDING_TIMESTAMP,
-    STARTING_TIMESTAMP,
-    TidelineKafkaBatchReader,
-    batch_options,
-)
 from spark_jobs.streaming.kafka.options import SOURCE_NAME, SourceOptions, topic_options
-from spark_jobs.streaming.kafka.prefetch import TidelineKafkaPrefetchReader
 from spark_jobs.streaming.kafka.source_schema import source_schema
-from spark_jobs.streaming.kafka.stream_reader import TidelineKafkaStreamReader
+
+if TYPE_CHECKING:  # the readers load where they are made: Spark's planner processes load this
+    # module to ask for the schema, each a fresh interpreter (Kafka client, pyarrow, settings)
+    from pyspark.sql import DataFrame, SparkSession
+
+    from spark_jobs.settings import KafkaSettings
+    from spark_jobs.streaming.kafka.stream_reader import TidelineKafkaStreamReader
 
 
 class TidelineKafkaSource(DataSource):
@@ -57,6 +55,8 @@ class TidelineKafkaSource(DataSource):
                              self.parsed.json_strings)
 
     def streamReader(self, schema: StructType) -> TidelineKafkaStreamReader:
+        from spark_jobs.streaming.kafka.stream_reader import TidelineKafkaStreamReader
+
         if self.parsed.prefetch:  # Spark then asks for the simple (prefetching) reader
             raise PySparkNotImplementedError(
                 errorClass="NOT_IMPLEMENTED", messageParameters={"feature": "streamReader"}
@@ -64,10 +64,14 @@ class TidelineKafkaSource(DataSource):
         return TidelineKafkaStreamReader(self.parsed)
 
     def simpleStreamReader(self, schema: StructType) -> SimpleDataSourceStreamReader:
+        from spark_jobs.streaming.kafka.prefetch import TidelineKafkaPrefetchReader
+
         return TidelineKafkaPrefetchReader(self.parsed)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         """Batch reads (`spark.read`), see kafka/batch_reader.py."""
+        from spark_jobs.streaming.kafka.batch_reader import TidelineKafkaBatchReader, batch_options
+
         return TidelineKafkaBatchReader(*batch_options(self.options))
 
 
@@ -132,6 +136,12 @@ def read_topic_batch(
 ) -> DataFrame:
     """A batch DataFrame of one or several topics, optionally bounded by Kafka timestamps
     (`json_longs`, `json_strings`: as `read_topic`)."""
+    from spark_jobs.streaming.kafka.batch_reader import (
+        ENDING_TIMESTAMP,
+        STARTING_TIMESTAMP,
+        batch_options,
+    )
+
     options = {
         **topic_options(kafka, topic, record),
         STARTING_TIMESTAMP: "" if start_ms is None else str(start_ms),

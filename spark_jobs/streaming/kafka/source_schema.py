@@ -8,7 +8,8 @@ schema, so both are derived here from the same field list.
 
 from __future__ import annotations
 
-import pyarrow as pa
+from typing import TYPE_CHECKING
+
 from pyspark.sql.types import (
     BinaryType,
     BooleanType,
@@ -22,11 +23,11 @@ from pyspark.sql.types import (
 
 from spark_jobs.contracts.records import BOOL, LONG, SPECS, STRING, TIME_MS
 
+if TYPE_CHECKING:  # pyarrow loads where Arrow batches are made: Spark's planner processes
+    import pyarrow as pa  # load this module for the declared schema only
+
 _SPARK_TYPES: dict[str, DataType] = {
     LONG: LongType(), TIME_MS: LongType(), STRING: StringType(), BOOL: BooleanType()
-}
-_ARROW_TYPES: dict[str, pa.DataType] = {
-    LONG: pa.int64(), TIME_MS: pa.int64(), STRING: pa.string(), BOOL: pa.bool_()
 }
 
 RAW_SCHEMA = StructType(
@@ -78,13 +79,16 @@ def arrow_schema(record: str | None, json_longs: tuple[str, ...] = (),
                  json_strings: tuple[str, ...] = ()) -> pa.Schema:
     """The Arrow schema Spark expects for `source_schema(record, json_longs, json_strings)`
     (checked on the first batch)."""
+    import pyarrow as pa
+
+    arrow_types = {LONG: pa.int64(), TIME_MS: pa.int64(), STRING: pa.string(), BOOL: pa.bool_()}
     if not record:
         fields = [
             pa.field("kafka_key", pa.string()),
             pa.field("value", pa.binary()),
         ]
     else:
-        fields = [pa.field(name, _ARROW_TYPES[kind]) for name, kind in record_fields(record)]
+        fields = [pa.field(name, arrow_types[kind]) for name, kind in record_fields(record)]
         fields.append(pa.field("kafka_key", pa.string()))
     fields += [
         pa.field("kafka_topic", pa.string()),
