@@ -3,7 +3,6 @@ puts first on their path (no bytecode cache for a zip: each process compiled pys
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
@@ -220,16 +219,3 @@ def test_importers_made_before_the_hook_are_replaced_without_a_read(tmp_path: Pa
     assert isinstance(sys.path_importer_cache[archive], ShippedArchiveImporter)
     assert reads == []
 
-
-@pytest.mark.parametrize("module", [
-    "spark_jobs.samples.processors.dedup_processor",
-    "spark_jobs.fraud.processors.shard_processor",
-    "spark_jobs.streaming.warmup_processor",
-])
-def test_stateful_processors_load_without_pandas(module: str):
-    """Spark's driver loads each transformWithState processor in a fresh interpreter at every
-    query start, only to read its state schemas: pandas' import was most of that (~0.5 s)."""
-    probe = f"import sys, {module}; print('pandas' in sys.modules)"
-    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                            check=True, timeout=60).stdout.strip()
-    assert loaded == "False", f"{module} imports pandas at load"
