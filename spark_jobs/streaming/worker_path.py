@@ -107,7 +107,7 @@ def shipped_archive_hook(entry: str) -> ShippedArchiveImporter:
 
 
 def apply() -> None:
-    """Reorder this interpreter's sys.path and hook the shipped zips' importer (what the
+    """Reorder this interpreter's sys.path and hook the shipped archives' importer (what the
     `.pth` line runs at start)."""
     sys.path[:] = prefer_installed(sys.path)
     if shipped_archive_hook not in sys.path_hooks:
